@@ -1,0 +1,236 @@
+package ycsb
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// ErrBadProperty is wrapped by every error about a property's value.
+var ErrBadProperty = errors.New("ycsb: bad property")
+
+// Distribution names a request distribution.
+type Distribution string
+
+// Request distributions (YCSB's requestdistribution values).
+const (
+	DistZipfian Distribution = "zipfian" // scrambled zipfian, θ = zipfianconstant
+	DistUniform Distribution = "uniform"
+	DistLatest  Distribution = "latest"
+)
+
+// Workload is one parsed workload: YCSB's core properties plus kvbench's
+// extensions. Proportions are as written; Mix normalizes them.
+type Workload struct {
+	Name string // file base name, or the name property
+
+	RecordCount    uint64 // recordcount
+	OperationCount uint64 // operationcount
+	FieldCount     int    // fieldcount (kvbench stores one value of FieldCount*FieldLength bytes)
+	FieldLength    int    // fieldlength
+
+	ReadProportion            float64 // readproportion
+	UpdateProportion          float64 // updateproportion
+	InsertProportion          float64 // insertproportion
+	ScanProportion            float64 // scanproportion
+	ReadModifyWriteProportion float64 // readmodifywriteproportion
+
+	RequestDistribution Distribution // requestdistribution
+	ZipfianConstant     float64      // zipfianconstant (kvbench; YCSB fixes 0.99)
+	MaxScanLength       int          // maxscanlength (scan lengths uniform in [1, max])
+
+	// NegativeProportion is the share of plain reads (not the reads of
+	// read-modify-writes) that ask for an absent key.
+	NegativeProportion   float64      // negativeproportion
+	NegativeDistribution Distribution // negativedistribution: zipfian or uniform
+	NegativeUniverse     uint64       // negativeuniverse: absent keys to draw from (0 = recordcount)
+
+	// Adversary selects the adversarial stream of the TAF paper (§6.1)
+	// instead of the operation mix.
+	Adversary          bool   // adversary
+	AdversaryQueries   uint64 // adversaryqueries: |Q| of round 1 (0 = operationcount/adversarysubrounds)
+	AdversarySubrounds int    // adversarysubrounds (paper: 10)
+	AdversaryMaxRounds int    // adversarymaxrounds
+}
+
+// ValueSize is the size of a stored value in bytes.
+func (w *Workload) ValueSize() int { return w.FieldCount * w.FieldLength }
+
+// defaults returns YCSB's CoreWorkload defaults, except that a record is one
+// 100-byte field (kvbench stores single values).
+func defaults() Workload {
+	return Workload{
+		RecordCount:          1000,
+		OperationCount:       1000,
+		FieldCount:           1,
+		FieldLength:          100,
+		ReadProportion:       0.95,
+		UpdateProportion:     0.05,
+		RequestDistribution:  DistUniform,
+		ZipfianConstant:      ZipfianConstant,
+		MaxScanLength:        1000,
+		NegativeDistribution: DistZipfian,
+		AdversarySubrounds:   10,
+		AdversaryMaxRounds:   10,
+	}
+}
+
+// ParseFile reads a workload property file. The workload's name is the
+// file's base name unless the file sets "name".
+func ParseFile(path string) (*Workload, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	w, err := Parse(f, filepath.Base(path))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return w, nil
+}
+
+// Parse reads Java-style properties (key=value or key: value lines, '#' and
+// '!' comments) into a Workload named name. Unknown keys are ignored (YCSB
+// files carry client settings such as "workload" or "db"); known keys with bad
+// values are errors wrapping ErrBadProperty.
+func Parse(r io.Reader, name string) (*Workload, error) {
+	props := map[string]string{}
+	sc := bufio.NewScanner(r)
+	line := 0
+	for sc.Scan() {
+		line++
+		s := strings.TrimSpace(sc.Text())
+		if s == "" || s[0] == '#' || s[0] == '!' {
+			continue
+		}
+		i := strings.IndexAny(s, "=:")
+		if i <= 0 {
+			return nil, fmt.Errorf("%w: line %d: %q is not key=value", ErrBadProperty, line, s)
+		}
+		props[strings.TrimSpace(s[:i])] = strings.TrimSpace(s[i+1:])
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return FromProperties(props, name)
+}
+
+// FromProperties builds a Workload from parsed properties.
+func FromProperties(props map[string]string, name string) (*Workload, error) {
+	w := defaults()
+	w.Name = name
+	if v, ok := props["name"]; ok && v != "" {
+		w.Name = v
+	}
+	var errs []error
+	u64 := func(key string, dst *uint64) {
+		if v, ok := props[key]; ok {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%w: %s=%q: want a non-negative integer", ErrBadProperty, key, v))
+				return
+			}
+			*dst = n
+		}
+	}
+	posInt := func(key string, dst *int) {
+		if v, ok := props[key]; ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				errs = append(errs, fmt.Errorf("%w: %s=%q: want a positive integer", ErrBadProperty, key, v))
+				return
+			}
+			*dst = n
+		}
+	}
+	prop := func(key string, dst *float64) {
+		if v, ok := props[key]; ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 || f > 1 || f != f {
+				errs = append(errs, fmt.Errorf("%w: %s=%q: want a proportion in [0, 1]", ErrBadProperty, key, v))
+				return
+			}
+			*dst = f
+		}
+	}
+	dist := func(key string, dst *Distribution, allowed ...Distribution) {
+		if v, ok := props[key]; ok {
+			for _, a := range allowed {
+				if Distribution(v) == a {
+					*dst = a
+					return
+				}
+			}
+			errs = append(errs, fmt.Errorf("%w: %s=%q: want one of %v", ErrBadProperty, key, v, allowed))
+		}
+	}
+	boolean := func(key string, dst *bool) {
+		if v, ok := props[key]; ok {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%w: %s=%q: want true or false", ErrBadProperty, key, v))
+				return
+			}
+			*dst = b
+		}
+	}
+	u64("recordcount", &w.RecordCount)
+	u64("operationcount", &w.OperationCount)
+	posInt("fieldcount", &w.FieldCount)
+	posInt("fieldlength", &w.FieldLength)
+	prop("readproportion", &w.ReadProportion)
+	prop("updateproportion", &w.UpdateProportion)
+	prop("insertproportion", &w.InsertProportion)
+	prop("scanproportion", &w.ScanProportion)
+	prop("readmodifywriteproportion", &w.ReadModifyWriteProportion)
+	dist("requestdistribution", &w.RequestDistribution, DistZipfian, DistUniform, DistLatest)
+	posInt("maxscanlength", &w.MaxScanLength)
+	prop("negativeproportion", &w.NegativeProportion)
+	dist("negativedistribution", &w.NegativeDistribution, DistZipfian, DistUniform)
+	u64("negativeuniverse", &w.NegativeUniverse)
+	boolean("adversary", &w.Adversary)
+	u64("adversaryqueries", &w.AdversaryQueries)
+	posInt("adversarysubrounds", &w.AdversarySubrounds)
+	posInt("adversarymaxrounds", &w.AdversaryMaxRounds)
+	if v, ok := props["zipfianconstant"]; ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0 && f < 1) {
+			errs = append(errs, fmt.Errorf("%w: zipfianconstant=%q: want 0 < θ < 1", ErrBadProperty, v))
+		} else {
+			w.ZipfianConstant = f
+		}
+	}
+	if v, ok := props["fieldlengthdistribution"]; ok && v != "constant" {
+		errs = append(errs, fmt.Errorf("%w: fieldlengthdistribution=%q: kvbench supports only constant", ErrBadProperty, v))
+	}
+	if v, ok := props["scanlengthdistribution"]; ok && v != "uniform" {
+		errs = append(errs, fmt.Errorf("%w: scanlengthdistribution=%q: kvbench supports only uniform", ErrBadProperty, v))
+	}
+	if len(errs) == 0 {
+		errs = append(errs, w.Validate())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+// Validate checks the consistency of a workload.
+func (w *Workload) Validate() error {
+	if w.RecordCount == 0 {
+		return fmt.Errorf("%w: recordcount must be positive", ErrBadProperty)
+	}
+	if w.Adversary {
+		return nil
+	}
+	if w.ReadProportion+w.UpdateProportion+w.InsertProportion+w.ScanProportion+w.ReadModifyWriteProportion <= 0 {
+		return fmt.Errorf("%w: workload %s: all operation proportions are zero", ErrBadProperty, w.Name)
+	}
+	return nil
+}

@@ -1,0 +1,271 @@
+package ycsb
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func newRng(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed+1)) }
+
+func TestFNVHash64MatchesYCSB(t *testing.T) {
+	// FNV-1a over 8 zero bytes, by hand: each step h = (h ^ 0) * prime.
+	h := uint64(fnvOffset64)
+	for i := 0; i < 8; i++ {
+		h *= fnvPrime64
+	}
+	if int64(h) < 0 {
+		h = uint64(-int64(h))
+	}
+	require.Equal(t, h, FNVHash64(0))
+	require.NotEqual(t, FNVHash64(1), FNVHash64(2))
+	require.True(t, bytes.HasPrefix(Key(7), []byte("user")))
+	require.Less(t, int64(FNVHash64(12345)), int64(math.MaxInt64))
+	require.GreaterOrEqual(t, int64(FNVHash64(12345)), int64(0))
+}
+
+func TestAbsentKeysSortBetweenStoredKeys(t *testing.T) {
+	var keys [][]byte
+	for i := uint64(0); i < 2000; i++ {
+		keys = append(keys, Key(i))
+	}
+	sort.Slice(keys, func(a, b int) bool { return bytes.Compare(keys[a], keys[b]) < 0 })
+	for i := uint64(0); i < 2000; i++ {
+		a := AbsentKey(i, "w")
+		j := sort.Search(len(keys), func(x int) bool { return bytes.Compare(keys[x], a) >= 0 })
+		// The absent key sorts right after its stored key: the stored key is
+		// its predecessor and it is not stored.
+		require.Greater(t, j, 0)
+		require.Equal(t, Key(i), keys[j-1], "absent key %q", a)
+		if j < len(keys) {
+			require.NotEqual(t, a, keys[j])
+		}
+	}
+	require.NotEqual(t, AbsentKey(1, "a"), AbsentKey(1, "b"))
+}
+
+// TestZipfianRankFrequency checks the head exactly and the tail's slope:
+// P(rank 0) = 1/ζ(n) (exact in Gray's method) within 4 binomial sigma, and a
+// least-squares fit of log frequency against log rank over ranks 3..300 has
+// slope -θ within 0.03.
+func TestZipfianRankFrequency(t *testing.T) {
+	for _, theta := range []float64{0.99, 0.8} {
+		const n, samples = 10_000, 2_000_000
+		z := NewZipfian(newRng(1), 0, n, theta)
+		counts := make([]float64, n)
+		for i := 0; i < samples; i++ {
+			v := z.Next()
+			require.Less(t, v, uint64(n))
+			counts[v]++
+		}
+		p0 := 1 / Zeta(n, theta)
+		sigma := math.Sqrt(samples * p0 * (1 - p0))
+		require.InDelta(t, samples*p0, counts[0], 4*sigma, "theta %v rank 0", theta)
+		p1 := math.Pow(2, -theta) / Zeta(n, theta)
+		sigma1 := math.Sqrt(samples * p1 * (1 - p1))
+		require.InDelta(t, samples*p1, counts[1], 4*sigma1, "theta %v rank 1", theta)
+
+		var sx, sy, sxx, sxy, m float64
+		for r := 3; r <= 300; r++ {
+			x, y := math.Log(float64(r+1)), math.Log(counts[r])
+			sx, sy, sxx, sxy, m = sx+x, sy+y, sxx+x*x, sxy+x*y, m+1
+		}
+		slope := (m*sxy - sx*sy) / (m*sxx - sx*sx)
+		require.InDelta(t, -theta, slope, 0.03, "theta %v", theta)
+	}
+}
+
+func TestZipfianGrowsItemCount(t *testing.T) {
+	z := NewZipfian(newRng(2), 0, 1000, 0.99)
+	for i := 0; i < 10000; i++ {
+		require.Less(t, z.NextN(2000), uint64(2000))
+	}
+	require.InDelta(t, Zeta(2000, 0.99), z.zetan, 1e-9)
+}
+
+// TestScrambledZipfianSpreadsHotKeys: the hottest 100 records are spread over
+// the key space (every tenth of it holds some) instead of being the smallest
+// record numbers, while the distribution stays as skewed as zipfian.
+func TestScrambledZipfianSpreadsHotKeys(t *testing.T) {
+	const n, samples = 100_000, 1_000_000
+	s := NewScrambledZipfian(newRng(3), 0, n, ZipfianConstant)
+	counts := make([]int, n)
+	for i := 0; i < samples; i++ {
+		v := s.Next()
+		require.Less(t, v, uint64(n))
+		counts[v]++
+	}
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return counts[idx[a]] > counts[idx[b]] })
+	deciles := map[int]bool{}
+	hot := 0
+	for _, i := range idx[:100] {
+		deciles[i*10/n] = true
+		hot += counts[i]
+	}
+	require.Len(t, deciles, 10, "hot keys should cover every tenth of the key space")
+	require.NotEqual(t, 0, idx[0], "hottest record should not be record 0")
+	// Zipfian(0.99) over 10^10 ranks: the top 100 ranks carry
+	// ζ(100)/ζ(10^10) ≈ 5.18/26.47 ≈ 19.6% of draws; hashing onto 10^5
+	// records only merges ranks, so the top 100 records carry at least that.
+	require.Greater(t, float64(hot)/samples, 0.18)
+}
+
+func TestUniformIsFlat(t *testing.T) {
+	const n, samples = 100, 200_000
+	u := NewUniform(newRng(4), 10, n)
+	counts := make([]float64, n)
+	for i := 0; i < samples; i++ {
+		v := u.Next()
+		require.GreaterOrEqual(t, v, uint64(10))
+		counts[v-10]++
+	}
+	// Chi-square with 99 degrees of freedom: mean 99, sd 14; 99+6*14 = 183.
+	exp := float64(samples) / n
+	chi := 0.0
+	for _, c := range counts {
+		chi += (c - exp) * (c - exp) / exp
+	}
+	require.Less(t, chi, 183.0)
+}
+
+func TestSkewedLatestFavoursRecentInserts(t *testing.T) {
+	const n, samples = 100_000, 200_000
+	c := NewCounter(n)
+	l := NewSkewedLatest(newRng(5), c, ZipfianConstant)
+	recent := 0
+	for i := 0; i < samples; i++ {
+		v := l.Next()
+		require.Less(t, v, uint64(n))
+		if v >= n-n/100 {
+			recent++
+		}
+	}
+	// P(distance < 1000) ≈ ζ(1000)/ζ(10^5) ≈ 0.6 for θ = 0.99.
+	require.Greater(t, float64(recent)/samples, 0.5)
+
+	// After inserts the newest record becomes the hottest.
+	for i := 0; i < 50; i++ {
+		c.Ack(c.Next())
+	}
+	counts := map[uint64]int{}
+	for i := 0; i < samples; i++ {
+		counts[l.Next()]++
+	}
+	best, bestN := uint64(0), 0
+	for k, v := range counts {
+		if v > bestN {
+			best, bestN = k, v
+		}
+	}
+	require.GreaterOrEqual(t, best, uint64(n+50-3))
+}
+
+func TestCounterAck(t *testing.T) {
+	c := NewCounter(10)
+	a, b := c.Next(), c.Next()
+	require.Equal(t, uint64(10), a)
+	require.Equal(t, uint64(11), b)
+	require.Equal(t, uint64(10), c.Count())
+	c.Ack(b)
+	require.Equal(t, uint64(12), c.Count())
+	c.Ack(a) // out of order: never moves back
+	require.Equal(t, uint64(12), c.Count())
+}
+
+func TestParseWorkload(t *testing.T) {
+	w, err := Parse(strings.NewReader(`
+# YCSB workload A
+workload=site.ycsb.workloads.CoreWorkload
+recordcount=5000
+operationcount = 700
+readproportion=0.5
+updateproportion: 0.5
+scanproportion=0
+insertproportion=0
+requestdistribution=zipfian
+fieldlength=50
+fieldcount=2
+negativeproportion=0.25
+! comment
+`), "workloada")
+	require.NoError(t, err)
+	require.Equal(t, "workloada", w.Name)
+	require.Equal(t, uint64(5000), w.RecordCount)
+	require.Equal(t, uint64(700), w.OperationCount)
+	require.Equal(t, 0.5, w.ReadProportion)
+	require.Equal(t, 0.5, w.UpdateProportion)
+	require.Equal(t, DistZipfian, w.RequestDistribution)
+	require.Equal(t, 100, w.ValueSize())
+	require.Equal(t, 0.25, w.NegativeProportion)
+
+	bad := []string{
+		"readproportion=abc",
+		"readproportion=1.5",
+		"readproportion=-0.1",
+		"recordcount=-3",
+		"recordcount=0",
+		"fieldlength=0",
+		"requestdistribution=hotspot",
+		"negativedistribution=latest",
+		"adversary=maybe",
+		"zipfianconstant=1.5",
+		"readproportion=0\nupdateproportion=0",
+		"this line has no separator",
+		"maxscanlength=x",
+		"scanlengthdistribution=zipfian",
+	}
+	for _, b := range bad {
+		_, err := Parse(strings.NewReader(b), "bad")
+		require.Error(t, err, b)
+		require.True(t, errors.Is(err, ErrBadProperty), "%q: %v", b, err)
+	}
+}
+
+func TestStreamMix(t *testing.T) {
+	w := defaults()
+	w.ReadProportion, w.UpdateProportion, w.InsertProportion = 0.5, 0.3, 0.2
+	w.NegativeProportion = 0.5
+	w.RequestDistribution = DistZipfian
+	c := NewCounter(1000)
+	s := NewStream(&w, 1000, 100_000, c, 9)
+	counts := map[OpKind]int{}
+	for i := 0; i < 100_000; i++ {
+		op := s.Next()
+		counts[op.Kind]++
+		switch op.Kind {
+		case OpInsert:
+			c.Ack(op.Key)
+		case OpRead, OpUpdate:
+			require.Less(t, op.Key, c.Count())
+		case OpReadAbsent:
+			require.Less(t, op.Key, uint64(1000))
+		}
+	}
+	near := func(kind OpKind, p float64) {
+		sigma := math.Sqrt(100_000 * p * (1 - p))
+		require.InDelta(t, 100_000*p, float64(counts[kind]), 5*sigma, kind.String())
+	}
+	near(OpRead, 0.25)
+	near(OpReadAbsent, 0.25)
+	near(OpUpdate, 0.3)
+	near(OpInsert, 0.2)
+}
+
+func TestShippedWorkloadFilesParse(t *testing.T) {
+	for _, name := range []string{"workloada", "workloadb", "workloadc", "workloadd", "workloade", "workloadf", "negzipf", "mixed", "adversary"} {
+		w, err := ParseFile("../../../../testdata/workloads/" + name)
+		require.NoError(t, err, name)
+		require.Equal(t, name, w.Name)
+		require.Equal(t, 100, w.ValueSize())
+	}
+}
