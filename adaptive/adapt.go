@@ -1,0 +1,301 @@
+package adaptive
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync/atomic"
+)
+
+// blockWork is a private copy of one block being changed by an adaptation.
+type blockWork struct {
+	b    int
+	orig []uint64 // words as read
+	bw   []uint64 // words to publish
+	sels [64]uint8
+	lens [64]uint8
+	pats [64]uint32
+}
+
+// Adapt implements Filter (section 4 and appendix B for the TAF, section 5
+// and appendix C.4 for the exAF).
+func (f *qf) Adapt(key []byte) error {
+	if f.kind == KindRSQF {
+		return ErrNotAdaptive
+	}
+	h1, h2 := f.hash(key)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q := quotient(h1, f.nq)
+	start, end, ok, bad := f.findRun(q)
+	if bad {
+		return fmt.Errorf("%w: inconsistent run structure", ErrCorrupt)
+	}
+	if !ok {
+		return nil // the key is a negative: nothing to fix
+	}
+	if f.remote == nil {
+		return fmt.Errorf("%w: no remote representation", ErrRemote)
+	}
+	works, err := f.loadBlocks(start>>6, end>>6)
+	if err != nil {
+		return err
+	}
+	work := func(s int) *blockWork { return works[(s>>6)-(start>>6)] }
+
+	// The colliding slots: those that answer "present" for this key.
+	var collide []int
+	for s := start; s <= end; s++ {
+		w := work(s)
+		i := s & 63
+		rem := getRemW(w.orig, f.r, i)
+		switch f.kind {
+		case KindTAF, KindUTAF:
+			if rem == f.chunk(h2, w.sels[i]) {
+				collide = append(collide, s)
+			}
+		case KindExAF:
+			if rem == h2&f.remMask && extMatches(h2>>f.r, w.lens[i], w.pats[i]) {
+				collide = append(collide, s)
+			}
+		}
+	}
+	if len(collide) == 0 {
+		return nil // already fixed (e.g. by a concurrent Adapt)
+	}
+	tails := make([]uint64, end-start+1)
+	if err := f.readRemote(start, tails); err != nil {
+		return err
+	}
+	// Check the remote against the local state before trusting it: a wrong
+	// tail would write a wrong remainder (a false negative).
+	for _, s := range collide {
+		w, i, t := work(s), s&63, tails[s-start]
+		switch f.kind {
+		case KindTAF, KindUTAF:
+			if f.chunk(t, w.sels[i]) != getRemW(w.orig, f.r, i) {
+				return fmt.Errorf("%w: slot %d: tail does not match its remainder", ErrRemote, s)
+			}
+		case KindExAF:
+			if t&f.remMask != getRemW(w.orig, f.r, i) || !extMatches(t>>f.r, w.lens[i], w.pats[i]) {
+				return fmt.Errorf("%w: slot %d: tail does not match its fingerprint", ErrRemote, s)
+			}
+		}
+	}
+
+	changed, rebuilds := false, 0
+	for _, w := range works {
+		var mine []int
+		for _, s := range collide {
+			if s>>6 == w.b {
+				mine = append(mine, s)
+			}
+		}
+		if len(mine) == 0 {
+			continue
+		}
+		c, rb, err := f.adaptBlock(w, mine, tails, start, h2)
+		if err != nil {
+			return err
+		}
+		changed = changed || c
+		rebuilds += rb
+	}
+	if !changed {
+		return nil
+	}
+	f.publish(works)
+	f.adaptations.Add(1)
+	f.rebuilds.Add(uint64(rebuilds))
+	return nil
+}
+
+func extMatches(ext uint64, l uint8, pat uint32) bool {
+	return l == 0 || uint32(ext&(uint64(1)<<l-1)) == pat
+}
+
+// loadBlocks copies blocks [b0, b1] and decodes their adaptivity state.
+func (f *qf) loadBlocks(b0, b1 int) ([]*blockWork, error) {
+	works := make([]*blockWork, 0, b1-b0+1)
+	for b := b0; b <= b1; b++ {
+		w := &blockWork{b: b, orig: make([]uint64, f.wpb), bw: make([]uint64, f.wpb)}
+		for j := range w.orig {
+			w.orig[j] = f.load64(b*f.wpb + j)
+		}
+		copy(w.bw, w.orig)
+		code := w.orig[wMeta] >> 8
+		switch f.kind {
+		case KindTAF:
+			if !decodeSelectors(code, 64, &w.sels, false) {
+				return nil, fmt.Errorf("%w: block %d: bad selector code", ErrCorrupt, b)
+			}
+		case KindUTAF:
+			for i := 0; i < 64; i++ {
+				w.sels[i] = getSelW(w.orig, f.r, i)
+			}
+		case KindExAF:
+			if !decodeExtensions(code, 64, &w.lens, &w.pats, false) {
+				return nil, fmt.Errorf("%w: block %d: bad extension code", ErrCorrupt, b)
+			}
+		}
+		works = append(works, w)
+	}
+	return works, nil
+}
+
+func (f *qf) readRemote(first int, dst []uint64) error {
+	f.remoteReads.Add(1)
+	if err := f.remote.ReadSlots(first, dst); err != nil {
+		if errors.Is(err, ErrRemote) {
+			return err
+		}
+		return errors.Join(ErrRemote, err)
+	}
+	return nil
+}
+
+// adaptBlock fixes the colliding slots mine of block w, rebuilding the block
+// when its code overflows. It only changes w.bw (nothing is published).
+func (f *qf) adaptBlock(w *blockWork, mine []int, tails []uint64, start int, h2 uint64) (changed bool, rebuilds int, err error) {
+	if f.kind == KindExAF {
+		return f.adaptBlockExAF(w, mine, tails, start, h2)
+	}
+	sels := w.sels
+	overflow := false
+	for _, s := range mine {
+		i, t := s&63, tails[s-start]
+		if t == h2 {
+			continue // same 64-bit tail: no selector separates them
+		}
+		if sels[i] >= f.maxSel {
+			overflow = true
+			break
+		}
+		sels[i]++
+		setRemW(w.bw, f.r, i, f.chunk(t, sels[i]))
+		changed = true
+	}
+	if !overflow && changed {
+		if f.storeSelectors(w, &sels) {
+			return true, 0, nil
+		}
+	} else if !overflow {
+		return false, 0, nil
+	}
+	// Rebuild (section 4): reset every selector of the block to 0 and
+	// recompute those remainders from the remote representation, then fix
+	// the false positive again.
+	copy(w.bw, w.orig)
+	btails := make([]uint64, 64)
+	if err := f.readRemote(w.b*64, btails); err != nil {
+		return false, 0, err
+	}
+	var zero [64]uint8
+	for i := 0; i < 64; i++ {
+		if w.sels[i] == 0 {
+			continue
+		}
+		if f.chunk(btails[i], w.sels[i]) != getRemW(w.orig, f.r, i) {
+			return false, 0, fmt.Errorf("%w: slot %d: tail does not match its remainder", ErrRemote, w.b*64+i)
+		}
+		setRemW(w.bw, f.r, i, f.chunk(btails[i], 0))
+	}
+	sels = zero
+	for _, s := range mine {
+		i, t := s&63, tails[s-start]
+		if t == h2 {
+			continue
+		}
+		sels[i] = 1
+		setRemW(w.bw, f.r, i, f.chunk(t, 1))
+		if !f.storeSelectors(w, &sels) {
+			sels[i] = 0
+			setRemW(w.bw, f.r, i, f.chunk(t, 0))
+		}
+	}
+	if !f.storeSelectors(w, &sels) {
+		return false, 0, fmt.Errorf("%w: block %d: empty selector code overflows", ErrCorrupt, w.b)
+	}
+	return true, 1, nil
+}
+
+// storeSelectors writes sels into w.bw (code or plain bytes); false on
+// code overflow.
+func (f *qf) storeSelectors(w *blockWork, sels *[64]uint8) bool {
+	if f.kind == KindUTAF {
+		for i := 0; i < 64; i++ {
+			setSelW(w.bw, f.r, i, sels[i])
+		}
+		return true
+	}
+	code, ok := encodeSelectors(sels)
+	if !ok {
+		return false
+	}
+	w.bw[wMeta] = w.bw[wMeta]&0xff | code<<8
+	return true
+}
+
+func (f *qf) adaptBlockExAF(w *blockWork, mine []int, tails []uint64, start int, h2 uint64) (changed bool, rebuilds int, err error) {
+	lens, pats := w.lens, w.pats
+	qext := h2 >> f.r
+	type ext struct {
+		i   int
+		l   uint8
+		pat uint32
+	}
+	var news []ext
+	for _, s := range mine {
+		i := s & 63
+		a := tails[s-start] >> f.r
+		if a == qext {
+			continue // same tail bits: no extension separates them
+		}
+		// Shortest prefix of the further bits that differs (appendix C.4).
+		l := bits.TrailingZeros64(a^qext) + 1
+		if l > int(f.maxExt) {
+			continue
+		}
+		news = append(news, ext{i, uint8(l), uint32(a & (uint64(1)<<l - 1))})
+	}
+	if len(news) == 0 {
+		return false, 0, nil
+	}
+	for _, e := range news {
+		lens[e.i], pats[e.i] = e.l, e.pat
+	}
+	if code, ok := encodeExtensions(&lens, &pats); ok {
+		w.bw[wMeta] = w.bw[wMeta]&0xff | code<<8
+		return true, 0, nil
+	}
+	// Rebuild: drop every extension of the block (remainders are chunk 0
+	// already), then add the new ones while they fit.
+	lens, pats = [64]uint8{}, [64]uint32{}
+	code := uint64(0)
+	for _, e := range news {
+		lens[e.i], pats[e.i] = e.l, e.pat
+		c, ok := encodeExtensions(&lens, &pats)
+		if !ok {
+			lens[e.i], pats[e.i] = 0, 0
+			continue
+		}
+		code = c
+	}
+	w.bw[wMeta] = w.bw[wMeta]&0xff | code<<8
+	return true, 1, nil
+}
+
+// publish stores the changed words under the sequence counter so readers
+// either see none or all of the change (they retry when seq moved).
+func (f *qf) publish(works []*blockWork) {
+	f.seq.Add(1)
+	for _, w := range works {
+		base := w.b * f.wpb
+		for j, v := range w.bw {
+			if v != w.orig[j] {
+				atomic.StoreUint64(&f.words[base+j], v)
+			}
+		}
+	}
+	f.seq.Add(1)
+}

@@ -1,0 +1,30 @@
+// Package adaptive implements adaptive filters on a blocked rank-and-select
+// quotient filter (RSQF): filters that fix their false positives so that a
+// key found to be a false positive is unlikely to be one again.
+//
+// Every kind shares one layout: 64-slot blocks holding an occupieds word, a
+// runends word, an 8-bit offset packed with a 56-bit code word, and the
+// 64 packed r-bit remainders. A key hashes (128-bit MurmurHash3, seeded) to
+// h1, h2: the home slot (quotient) is a multiply-shift reduction of h1, and
+// every remainder bit comes from the 64-bit tail h2. Filters are built from
+// all keys at once, so slot positions never move; the remote representation
+// (one tail per slot, in slot order; see Remote) is produced at build time and
+// read only when a false positive is fixed.
+//
+//   - KindRSQF: the static baseline; Adapt returns ErrNotAdaptive.
+//   - KindTAF: the telescoping adaptive filter (Lee, McCauley, Singh, Stein,
+//     sections 3-5): each element has a hash-selector i and stores the i-th
+//     r-bit chunk of its tail; a false positive increments the selectors of the
+//     colliding elements. Selectors of a block live in a 56-bit arithmetic
+//     code (appendix C.2); when it overflows the block is rebuilt.
+//   - KindUTAF: the same filter with one plain selector byte per slot, the
+//     baseline that isolates the cost of the coding.
+//   - KindExAF: the broom filter (appendix C.4): a false positive extends the
+//     colliding fingerprint with the shortest run of further tail bits that
+//     separates it from the query; extensions live in a 56-bit code.
+//
+// Queries are lock-free and safe while Adapt runs: every shared word is read
+// and written with sync/atomic, and a per-filter sequence counter lets a
+// reader detect (and retry after) an adaptation that overlapped its read, so
+// it never acts on a half-updated block. Adaptations are serialized per filter.
+package adaptive
