@@ -1,0 +1,54 @@
+package compaction
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+
+	"github.com/adaptkv/adaptkv/sstable"
+)
+
+// NumLevels is the number of levels of the LSM tree: L0 (flushed memtables,
+// tables may overlap) and L1..L6 (each sorted and non-overlapping).
+const NumLevels = 7
+
+// TableMeta describes one table for picking and is what Run returns for each
+// table it writes. Smallest and Largest are the table's first and last
+// internal keys.
+type TableMeta struct {
+	FileNum, Size     uint64
+	Smallest, Largest sstable.InternalKey
+}
+
+// Errors returned by the package. Test for them with errors.Is.
+var (
+	// ErrInvalidOptions reports an unusable option value (wrapped with detail).
+	ErrInvalidOptions = errors.New("compaction: invalid options")
+	// ErrInvalidLevel reports a level outside [0, NumLevels).
+	ErrInvalidLevel = errors.New("compaction: invalid level")
+	// ErrBusy reports that a manual range cannot be compacted now because one
+	// of the tables it needs is in a running compaction.
+	ErrBusy = errors.New("compaction: tables busy in a running compaction")
+	// ErrOutOfOrder reports an input iterator that yielded internal keys out
+	// of internal-key order (or the same internal key twice).
+	ErrOutOfOrder = errors.New("compaction: input keys out of order")
+	// ErrUnsupportedKind reports an internal key kind other than
+	// sstable.KindSet and sstable.KindDelete.
+	ErrUnsupportedKind = errors.New("compaction: unsupported key kind")
+	// ErrClosed reports use of a merging iterator after Close.
+	ErrClosed = errors.New("compaction: iterator closed")
+	// ErrCanceled reports a Run stopped through RunOptions.Cancel.
+	ErrCanceled = errors.New("compaction: canceled")
+)
+
+// compareInternal orders internal keys: user key ascending (bytes.Compare),
+// then sequence number descending, then kind descending.
+func compareInternal(a, b sstable.InternalKey) int {
+	if c := bytes.Compare(a.UserKey, b.UserKey); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(b.Seq, a.Seq); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.Kind, a.Kind)
+}

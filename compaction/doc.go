@@ -1,0 +1,21 @@
+// Package compaction chooses and runs the compactions of adaptkv's leveled
+// LSM tree, and provides the merging iterator that both compactions and the
+// kv read path are built on.
+//
+// Picking (Pick, PickRange) follows Pebble and RocksDB: L0 holds flushed
+// tables that may overlap and is compacted into L1 when it has L0Trigger
+// tables; L1..L6 are sorted runs whose target sizes grow by LevelRatio from
+// BaseLevelBytes, and the level with the highest size/target score >= 1 is
+// compacted into the next one. A plan never takes a table that is busy in a
+// running compaction and never splits the versions of a user key between
+// its inputs and the rest of a level.
+//
+// Running (Run) merges the plan's tables with NewMergingIter and writes, cut
+// into tables of about TargetFileSize, only the versions some reader can
+// still see: per user key, the newest version visible to each live snapshot
+// and to the latest state; tombstones that hide nothing are dropped when the
+// output is the bottommost data for its range.
+//
+// Everything here works on sstable.Iterator and TableMeta values, so it is
+// tested with in-memory iterators and outputs, without a DB or real tables.
+package compaction

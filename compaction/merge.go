@@ -1,0 +1,287 @@
+package compaction
+
+import (
+	"github.com/adaptkv/adaptkv/sstable"
+)
+
+// NewMergingIter returns an iterator over the union of iters in internal-key
+// order (user key ascending, then sequence number descending, then kind
+// descending). Equal internal keys from different children (which a
+// well-formed LSM never has) come out in argument order. Nil children are
+// ignored.
+//
+// It supports First, Last, SeekGE, SeekLT, Next and Prev, and switching
+// direction at any position, like Pebble's merging iterator: the children
+// form a min-heap going forward and a max-heap going backward. Next after
+// running off the start (Prev returned false) lands on the first key; Prev
+// after running off the end lands on the last key. Next and Prev on an
+// iterator that was never positioned return false.
+//
+// The first error a child reports stops the iteration: every positioning
+// call then returns false and Error returns that error. Close closes every
+// child and returns the first error met; after Close, positioning returns
+// false and Error returns ErrClosed. The iterator is not safe for
+// concurrent use.
+func NewMergingIter(iters ...sstable.Iterator) sstable.Iterator {
+	m := &mergingIter{}
+	for _, it := range iters {
+		if it != nil {
+			m.iters = append(m.iters, it)
+		}
+	}
+	m.heap = make([]heapItem, 0, len(m.iters))
+	m.inHeap = make([]bool, len(m.iters))
+	return m
+}
+
+// direction of the merging iterator's heap.
+const (
+	dirNone    = 0
+	dirForward = 1
+	dirReverse = -1
+)
+
+type heapItem struct {
+	key sstable.InternalKey // cached child.Key(), valid until the child moves
+	idx int                 // child index
+}
+
+type mergingIter struct {
+	iters  []sstable.Iterator
+	heap   []heapItem
+	inHeap []bool // scratch for direction switches
+	dir    int
+	err    error
+	closed bool
+}
+
+// less reports whether heap item a comes before b in the current direction.
+// Ties between children are broken by child index so the order is total.
+func (m *mergingIter) less(a, b *heapItem) bool {
+	c := compareInternal(a.key, b.key)
+	if c == 0 {
+		c = a.idx - b.idx
+	}
+	if m.dir == dirReverse {
+		return c > 0
+	}
+	return c < 0
+}
+
+func (m *mergingIter) siftDown(i int) {
+	h := m.heap
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		j := l
+		if r := l + 1; r < n && m.less(&h[r], &h[l]) {
+			j = r
+		}
+		if !m.less(&h[j], &h[i]) {
+			return
+		}
+		h[i], h[j] = h[j], h[i]
+		i = j
+	}
+}
+
+func (m *mergingIter) heapify() {
+	for i := len(m.heap)/2 - 1; i >= 0; i-- {
+		m.siftDown(i)
+	}
+}
+
+// fail records err, empties the heap and returns false.
+func (m *mergingIter) fail(err error) bool {
+	if m.err == nil {
+		m.err = err
+	}
+	m.heap = m.heap[:0]
+	return false
+}
+
+// add pushes child i (just positioned, ok = result) without restoring the
+// heap order, or records its error. It returns false on a child error.
+func (m *mergingIter) add(i int, ok bool) bool {
+	if ok {
+		m.heap = append(m.heap, heapItem{key: m.iters[i].Key(), idx: i})
+		return true
+	}
+	if err := m.iters[i].Error(); err != nil {
+		m.fail(err)
+		return false
+	}
+	return true
+}
+
+// position runs pos on every child and builds the heap for dir.
+func (m *mergingIter) position(dir int, pos func(it sstable.Iterator) bool) bool {
+	if m.err != nil {
+		return false
+	}
+	m.heap = m.heap[:0]
+	m.dir = dir
+	for i, it := range m.iters {
+		if !m.add(i, pos(it)) {
+			return false
+		}
+	}
+	m.heapify()
+	return len(m.heap) > 0
+}
+
+// First implements sstable.Iterator.
+func (m *mergingIter) First() bool {
+	return m.position(dirForward, sstable.Iterator.First)
+}
+
+// Last implements sstable.Iterator.
+func (m *mergingIter) Last() bool {
+	return m.position(dirReverse, sstable.Iterator.Last)
+}
+
+// SeekGE implements sstable.Iterator.
+func (m *mergingIter) SeekGE(key []byte) bool {
+	return m.position(dirForward, func(it sstable.Iterator) bool { return it.SeekGE(key) })
+}
+
+// SeekLT implements sstable.Iterator.
+func (m *mergingIter) SeekLT(key []byte) bool {
+	return m.position(dirReverse, func(it sstable.Iterator) bool { return it.SeekLT(key) })
+}
+
+// step advances the top child in the current direction and restores the heap.
+func (m *mergingIter) step() bool {
+	if len(m.heap) == 0 {
+		return false
+	}
+	top := &m.heap[0]
+	it := m.iters[top.idx]
+	var ok bool
+	if m.dir == dirForward {
+		ok = it.Next()
+	} else {
+		ok = it.Prev()
+	}
+	if ok {
+		top.key = it.Key()
+		m.siftDown(0)
+		return true
+	}
+	if err := it.Error(); err != nil {
+		return m.fail(err)
+	}
+	last := len(m.heap) - 1
+	m.heap[0] = m.heap[last]
+	m.heap = m.heap[:last]
+	m.siftDown(0)
+	return len(m.heap) > 0
+}
+
+// switchDir repositions every child for the opposite direction so that the
+// new heap top is the neighbour of the current key K in that direction.
+//
+// Going forward, every child other than the top is at its first entry > K
+// or exhausted (all its entries < K); going backward, at its last entry < K
+// or exhausted (all its entries > K). So to turn around, a child still in
+// the heap steps once the other way, an exhausted child restarts from its
+// far end (Last or First), and the top child steps once the other way too,
+// which moves past K itself.
+func (m *mergingIter) switchDir(dir int) bool {
+	for i := range m.inHeap {
+		m.inHeap[i] = false
+	}
+	for _, h := range m.heap {
+		m.inHeap[h.idx] = true
+	}
+	m.heap = m.heap[:0]
+	m.dir = dir
+	for i, it := range m.iters {
+		var ok bool
+		switch {
+		case m.inHeap[i] && dir == dirForward:
+			ok = it.Next()
+		case m.inHeap[i]:
+			ok = it.Prev()
+		case dir == dirForward:
+			ok = it.First()
+		default:
+			ok = it.Last()
+		}
+		if !m.add(i, ok) {
+			return false
+		}
+	}
+	m.heapify()
+	return len(m.heap) > 0
+}
+
+// Next implements sstable.Iterator.
+func (m *mergingIter) Next() bool {
+	switch {
+	case m.err != nil || m.dir == dirNone:
+		return false
+	case m.dir == dirReverse:
+		return m.switchDir(dirForward)
+	}
+	return m.step()
+}
+
+// Prev implements sstable.Iterator.
+func (m *mergingIter) Prev() bool {
+	switch {
+	case m.err != nil || m.dir == dirNone:
+		return false
+	case m.dir == dirForward:
+		return m.switchDir(dirReverse)
+	}
+	return m.step()
+}
+
+// Key implements sstable.Iterator. It returns the zero InternalKey when the
+// iterator is not at a key.
+func (m *mergingIter) Key() sstable.InternalKey {
+	if len(m.heap) == 0 {
+		return sstable.InternalKey{}
+	}
+	return m.heap[0].key
+}
+
+// Value implements sstable.Iterator. It returns nil when the iterator is not
+// at a key.
+func (m *mergingIter) Value() []byte {
+	if len(m.heap) == 0 {
+		return nil
+	}
+	return m.iters[m.heap[0].idx].Value()
+}
+
+// Error implements sstable.Iterator.
+func (m *mergingIter) Error() error {
+	return m.err
+}
+
+// Close implements sstable.Iterator: it closes every child and returns the
+// first error met (by the iteration or by a child's Close).
+func (m *mergingIter) Close() error {
+	if m.closed {
+		return m.err
+	}
+	m.closed = true
+	err := m.err
+	for _, it := range m.iters {
+		if cerr := it.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	m.heap = m.heap[:0]
+	if err != nil {
+		m.err = err
+	} else {
+		m.err = ErrClosed
+	}
+	return err
+}

@@ -1,0 +1,229 @@
+package compaction
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/adaptkv/adaptkv/sstable"
+)
+
+// Output is one table being written by Run. The kv package backs it with an
+// sstable.Writer; tests back it with memory.
+type Output interface {
+	// Add appends an entry; keys arrive in strictly increasing internal-key
+	// order. The key's UserKey and the value are only valid during the call:
+	// an Output that keeps them must copy them.
+	Add(key sstable.InternalKey, value []byte) error
+	// EstimatedSize is the size the table would have if finished now.
+	EstimatedSize() uint64
+	// Finish completes the table and returns its metadata.
+	Finish() (*TableMeta, error)
+	// Abort discards the table (and removes its file). Run calls it on the
+	// output in progress when it fails, including after a failed Finish.
+	Abort() error
+}
+
+// RunOptions configure Run.
+type RunOptions struct {
+	// Snapshots are the sequence numbers of the live snapshots, ascending
+	// (duplicates allowed). A snapshot S sees the versions with Seq < S.
+	Snapshots []uint64
+	// DropTombstones says the output is the bottommost data for its key
+	// range (no older version of any key in range exists outside the input),
+	// so tombstones that hide nothing from any reader are dropped.
+	DropTombstones bool
+	// TargetFileSize cuts the output into tables of about this size
+	// (Output.EstimatedSize); 0 writes a single table.
+	TargetFileSize uint64
+	// NewOutput opens the next output table. Run opens outputs lazily, so an
+	// input whose entries are all dropped opens none.
+	NewOutput func() (Output, error)
+	// Cancel, when non-nil, stops the run with ErrCanceled once it is
+	// closed (checked every few thousand entries).
+	Cancel <-chan struct{}
+
+	// Roadmap (DESIGN.md item 2, adaptivity that survives compaction): the
+	// hot negative keys of the input tables (their adapted false positives)
+	// will be passed here so that NewOutput can pre-adapt the output tables'
+	// filters, or build a stacked filter with them as known negatives.
+}
+
+// cancelCheckInterval is how many input entries Run handles between looks at
+// RunOptions.Cancel.
+const cancelCheckInterval = 4096
+
+// Run writes the entries of in (positioned by Run with First, walked with
+// Next, not closed) that some reader can still see into new tables opened
+// with opts.NewOutput, and returns their metadata in key order.
+//
+// Versions kept. The live snapshots s1 < s2 < ... < sm cut the sequence
+// numbers into stripes [0, s1), [s1, s2), ..., [sm, ∞); every reader (a
+// snapshot, or the latest state) sees the newest version with Seq below its
+// sequence number, which is always the newest version of some stripe. So
+// for each user key Run keeps the newest version of every non-empty stripe
+// and drops the others: a version is kept iff it is the newest overall or
+// the newest with Seq < s for some snapshot s.
+//
+// Tombstones. A kept tombstone must stay while something older could be
+// seen through it. With DropTombstones (the output is bottommost for its
+// range) nothing older exists outside the input, so a kept tombstone with
+// no older kept Set of the same user key (it is, or lies above only other
+// tombstones, in the oldest kept stripe) hides nothing: every reader that
+// would see it gets "absent" without it too. Run drops exactly those: the
+// oldest run of kept tombstones of each user key. A tombstone above an older
+// kept Set is always kept, since some snapshot sees it instead of the Set.
+//
+// Cutting. Before the first kept version of a user key Run finishes the
+// current output if its EstimatedSize is at least TargetFileSize; the
+// versions of one user key therefore never straddle two tables.
+//
+// Errors. An error from the input, an output, NewOutput or cancellation
+// aborts the output in progress and is returned (wrapped) together with the
+// metadata of the outputs already finished, so that the caller can delete
+// their files. Input out of internal-key order gives ErrOutOfOrder; kinds
+// other than KindSet and KindDelete give ErrUnsupportedKind.
+func Run(in sstable.Iterator, opts RunOptions) ([]*TableMeta, error) {
+	if in == nil {
+		return nil, fmt.Errorf("%w: nil input iterator", ErrInvalidOptions)
+	}
+	if opts.NewOutput == nil {
+		return nil, fmt.Errorf("%w: NewOutput is nil", ErrInvalidOptions)
+	}
+	if !sort.SliceIsSorted(opts.Snapshots, func(i, j int) bool { return opts.Snapshots[i] < opts.Snapshots[j] }) {
+		return nil, fmt.Errorf("%w: Snapshots not ascending", ErrInvalidOptions)
+	}
+	r := runner{opts: opts}
+	err := r.run(in)
+	if err != nil && r.out != nil {
+		if aerr := r.out.Abort(); aerr != nil {
+			err = errors.Join(err, fmt.Errorf("compaction: abort output: %w", aerr))
+		}
+		r.out = nil
+	}
+	return r.done, err
+}
+
+type runner struct {
+	opts RunOptions
+	out  Output       // output in progress, nil if none
+	done []*TableMeta // finished outputs
+
+	userKey  []byte   // user key of the current group (copied)
+	started  bool     // the current user key has been written to out
+	pending  []uint64 // seqs of kept tombstones awaiting an older kept Set
+	stripe   int      // stripe of the last version seen of the current key
+	prevSeq  uint64
+	prevKind sstable.Kind
+}
+
+// stripeOf returns the index of the snapshot stripe holding seq: the number
+// of snapshots that do not see it (snapshots s <= seq).
+func (r *runner) stripeOf(seq uint64) int {
+	s := r.opts.Snapshots
+	return sort.Search(len(s), func(i int) bool { return s[i] > seq })
+}
+
+func (r *runner) run(in sstable.Iterator) error {
+	first := true
+	n := 0
+	for ok := in.First(); ok; ok = in.Next() {
+		if n++; n%cancelCheckInterval == 0 && r.opts.Cancel != nil {
+			select {
+			case <-r.opts.Cancel:
+				return ErrCanceled
+			default:
+			}
+		}
+		k := in.Key()
+		if k.Kind != sstable.KindSet && k.Kind != sstable.KindDelete {
+			return fmt.Errorf("%w: %d at user key %q seq %d", ErrUnsupportedKind, k.Kind, k.UserKey, k.Seq)
+		}
+		sameKey := false
+		if !first {
+			c := bytes.Compare(k.UserKey, r.userKey)
+			if c < 0 || (c == 0 && (k.Seq > r.prevSeq || (k.Seq == r.prevSeq && k.Kind >= r.prevKind))) {
+				return fmt.Errorf("%w: %q seq %d kind %d after %q seq %d kind %d",
+					ErrOutOfOrder, k.UserKey, k.Seq, k.Kind, r.userKey, r.prevSeq, r.prevKind)
+			}
+			sameKey = c == 0
+		}
+		first = false
+		r.prevSeq, r.prevKind = k.Seq, k.Kind
+		stripe := r.stripeOf(k.Seq)
+		if sameKey {
+			if stripe == r.stripe {
+				continue // shadowed by a newer version in the same stripe
+			}
+		} else {
+			r.userKey = append(r.userKey[:0], k.UserKey...)
+			r.started = false
+			r.pending = r.pending[:0] // tombstones hiding nothing: dropped
+		}
+		r.stripe = stripe
+		if r.opts.DropTombstones {
+			if k.Kind == sstable.KindDelete {
+				r.pending = append(r.pending, k.Seq)
+				continue
+			}
+			for _, seq := range r.pending {
+				if err := r.add(sstable.InternalKey{UserKey: r.userKey, Seq: seq, Kind: sstable.KindDelete}, nil); err != nil {
+					return err
+				}
+			}
+			r.pending = r.pending[:0]
+		}
+		if err := r.add(k, in.Value()); err != nil {
+			return err
+		}
+	}
+	if err := in.Error(); err != nil {
+		return fmt.Errorf("compaction: input: %w", err)
+	}
+	return r.finish()
+}
+
+// add writes one kept entry, cutting the output first if this is the first
+// entry of its user key and the output is full.
+func (r *runner) add(k sstable.InternalKey, value []byte) error {
+	if !r.started {
+		r.started = true
+		if r.out != nil && r.opts.TargetFileSize > 0 && r.out.EstimatedSize() >= r.opts.TargetFileSize {
+			if err := r.finish(); err != nil {
+				return err
+			}
+		}
+	}
+	if r.out == nil {
+		out, err := r.opts.NewOutput()
+		if err != nil {
+			return fmt.Errorf("compaction: new output: %w", err)
+		}
+		if out == nil {
+			return fmt.Errorf("%w: NewOutput returned a nil Output", ErrInvalidOptions)
+		}
+		r.out = out
+	}
+	if err := r.out.Add(k, value); err != nil {
+		return fmt.Errorf("compaction: output add: %w", err)
+	}
+	return nil
+}
+
+// finish completes the output in progress, if any.
+func (r *runner) finish() error {
+	if r.out == nil {
+		return nil
+	}
+	meta, err := r.out.Finish()
+	if err == nil && meta == nil {
+		err = errors.New("Finish returned nil metadata")
+	}
+	if err != nil {
+		return fmt.Errorf("compaction: output finish: %w", err)
+	}
+	r.out = nil
+	r.done = append(r.done, meta)
+	return nil
+}
