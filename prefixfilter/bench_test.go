@@ -1,0 +1,164 @@
+package prefixfilter
+
+import (
+	"flag"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/sstable"
+)
+
+// Run with: go test -run '^$' -bench . -benchmem ./prefixfilter/
+// Add -prefixfilter.big for n = 16M (about 2 GiB of RAM for keys and filters).
+var benchBig = flag.Bool("prefixfilter.big", false, "also benchmark n = 16M keys")
+
+const benchQueryKeys = 1 << 20 // absent keys cycled through by negative queries
+
+var benchKeys struct {
+	sync.Mutex
+	present map[int][][]byte
+	absent  [][]byte
+}
+
+func benchSizes() []int {
+	if *benchBig {
+		return []int{1 << 20, 1 << 24}
+	}
+	return []int{1 << 20}
+}
+
+func sizeName(n int) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("n=%dM", n>>20)
+	}
+	return fmt.Sprintf("n=%d", n)
+}
+
+func presentKeys(n int) [][]byte {
+	benchKeys.Lock()
+	defer benchKeys.Unlock()
+	if benchKeys.present == nil {
+		benchKeys.present = map[int][][]byte{}
+	}
+	if k, ok := benchKeys.present[n]; ok {
+		return k
+	}
+	k := makeKeys(n, 's', uint64(n))
+	benchKeys.present[n] = k
+	return k
+}
+
+func absentKeys() [][]byte {
+	benchKeys.Lock()
+	defer benchKeys.Unlock()
+	if benchKeys.absent == nil {
+		benchKeys.absent = makeKeys(benchQueryKeys, 'a', 777)
+	}
+	return benchKeys.absent
+}
+
+// benchFilter is the common view of the two filters under test.
+type benchFilter struct {
+	mayContain func([]byte) bool
+	bits       float64
+}
+
+func buildPrefix(keys [][]byte) benchFilter {
+	f, err := BuildWithSeed(keys, 42)
+	if err != nil {
+		panic(err)
+	}
+	return benchFilter{mayContain: f.MayContain, bits: float64(f.SizeBytes() * 8)}
+}
+
+var bloomPolicy = bloom.FilterPolicy(10)
+
+func buildBloom(keys [][]byte) benchFilter {
+	w := bloomPolicy.NewWriter(sstable.TableFilter)
+	for _, k := range keys {
+		w.AddKey(k)
+	}
+	block := w.Finish(nil)
+	return benchFilter{
+		mayContain: func(k []byte) bool { return bloomPolicy.MayContain(sstable.TableFilter, block, k) },
+		bits:       float64(len(block) * 8),
+	}
+}
+
+var benchFilters = []struct {
+	name  string
+	build func([][]byte) benchFilter
+}{
+	{"prefix", buildPrefix},
+	{"bloom10", buildBloom},
+}
+
+func BenchmarkBuild(b *testing.B) {
+	for _, n := range benchSizes() {
+		for _, bf := range benchFilters {
+			b.Run(fmt.Sprintf("%s/%s", bf.name, sizeName(n)), func(b *testing.B) {
+				keys := presentKeys(n)
+				b.ReportAllocs()
+				b.ResetTimer()
+				var f benchFilter
+				for i := 0; i < b.N; i++ {
+					f = bf.build(keys)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/key")
+				b.ReportMetric(f.bits/float64(n), "bits/key")
+			})
+		}
+	}
+}
+
+// BenchmarkQuery measures one MayContain per op: positive queries cycle
+// through the stored keys, negative ones through 2^20 absent keys (fp% is
+// the share of those answered "maybe").
+func BenchmarkQuery(b *testing.B) {
+	for _, n := range benchSizes() {
+		for _, bf := range benchFilters {
+			var once sync.Once
+			var f benchFilter
+			get := func() benchFilter {
+				once.Do(func() { f = bf.build(presentKeys(n)) })
+				return f
+			}
+			b.Run(fmt.Sprintf("positive/%s/%s", bf.name, sizeName(n)), func(b *testing.B) {
+				keys := presentKeys(n)
+				f := get()
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if !f.mayContain(keys[i&(n-1)]) {
+						b.Fatal("false negative")
+					}
+				}
+			})
+			b.Run(fmt.Sprintf("negative/%s/%s", bf.name, sizeName(n)), func(b *testing.B) {
+				keys := absentKeys()
+				f := get()
+				b.ReportAllocs()
+				b.ResetTimer()
+				hits := 0
+				for i := 0; i < b.N; i++ {
+					if f.mayContain(keys[i&(benchQueryKeys-1)]) {
+						hits++
+					}
+				}
+				b.StopTimer()
+				// Rate over a full pass of the absent keys, independent of b.N.
+				fp := 0
+				for _, k := range keys {
+					if f.mayContain(k) {
+						fp++
+					}
+				}
+				b.ReportMetric(100*float64(fp)/float64(len(keys)), "fp%")
+				b.ReportMetric(f.bits/float64(n), "bits/key")
+				_ = hits
+			})
+		}
+	}
+}

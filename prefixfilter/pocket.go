@@ -1,0 +1,208 @@
+package prefixfilter
+
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
+// Pocket dictionary PD(Q=25, R=8, k=25) in 32 bytes (paper section 5.2.1).
+//
+// The bin is read as four little-endian 64-bit words w0..w3:
+//
+//	w0 bits 0-5   field: the maximum quotient (0..24) once the bin has
+//	              overflowed; binNotOverflowed (bit 5 alone) while it has not
+//	w0 bits 6-55  the 50-bit unary header: for quotients 0..24 in order, one 0
+//	              per element of that quotient's list followed by a 1
+//	w0 byte 7 and w1..w3 (bytes 8-31)
+//	              the body: 25 one-byte remainders, sorted by (quotient,
+//	              remainder); unused tail bytes are zero
+//
+// Because the bin keeps its fingerprints sorted, the maximum fingerprint of a
+// full bin is (field, body[24]) (the relaxed invariant of section 5.2.3).
+// Setting bit 5 while not overflowed makes field<<8|body[24] exceed every
+// fingerprint, so one comparison decides whether a query needs the spare.
+const (
+	binBytes         = 32
+	binCapacity      = 25 // k: fingerprints per bin
+	numQuotients     = 25 // Q: quotient range
+	fingerprintRange = numQuotients << 8
+	headerShift      = 6
+	headerBits       = numQuotients + binCapacity // 50
+	headerMask       = 1<<headerBits - 1
+	fieldMask        = 1<<headerShift - 1
+	binNotOverflowed = 1 << 5
+
+	lowBits  = 0x7f7f7f7f7f7f7f7f
+	highBits = 0x8080808080808080
+	byteOnes = 0x0101010101010101
+	// body[0] is byte 7 of w0; the rest of w0 is the header.
+	w0BodyMask = 0x8000000000000000
+)
+
+// zeroBytes returns a word with the high bit of every byte of x that is
+// zero set, and no other bit (exact, no borrow propagation; Hacker's Delight
+// 6-1).
+func zeroBytes(x uint64) uint64 {
+	y := (x & lowBits) + lowBits
+	return ^(y | x | lowBits)
+}
+
+// byteMask packs the high bit of each byte of z (as produced by zeroBytes)
+// into the low 8 bits: bit j is set when byte j of z has its high bit set.
+func byteMask(z uint64) uint64 {
+	return ((z >> 7) * 0x0102040810204080) >> 56
+}
+
+// selectBit returns the position of the (k+1)-th set bit of x (k counts from
+// zero), or 64 when x has at most k set bits.
+func selectBit(x uint64, k uint) uint {
+	base := uint(0)
+	if c := uint(bits.OnesCount32(uint32(x))); k >= c {
+		k -= c
+		x >>= 32
+		base = 32
+	}
+	if c := uint(bits.OnesCount16(uint16(x))); k >= c {
+		k -= c
+		x >>= 16
+		base += 16
+	}
+	if c := uint(bits.OnesCount8(uint8(x))); k >= c {
+		k -= c
+		x >>= 8
+		base += 8
+	}
+	b := uint8(x)
+	for ; k > 0 && b != 0; k-- {
+		b &= b - 1
+	}
+	if b == 0 {
+		return 64
+	}
+	return base + uint(bits.TrailingZeros8(b))
+}
+
+// pdContains reports whether the bin holds fingerprint (q, r). It is the
+// query cutoff of section 5.2.2 (Algorithm 3): the remainder is compared with
+// all 25 body bytes at once, eight per 64-bit lane (SWAR instead of AVX). No
+// match answers "no" (about 90% of negative queries); exactly one match is
+// checked against the header with a single popcount; only several matches
+// take the select path.
+func pdContains(pd []byte, q, r uint64) bool {
+	pd = pd[:binBytes:binBytes]
+	w0 := binary.LittleEndian.Uint64(pd[0:8])
+	w1 := binary.LittleEndian.Uint64(pd[8:16])
+	w2 := binary.LittleEndian.Uint64(pd[16:24])
+	w3 := binary.LittleEndian.Uint64(pd[24:32])
+	rep := r * byteOnes
+	z0 := zeroBytes(w0^rep) & w0BodyMask
+	z1 := zeroBytes(w1 ^ rep)
+	z2 := zeroBytes(w2 ^ rep)
+	z3 := zeroBytes(w3 ^ rep)
+	if z0|z1|z2|z3 == 0 {
+		return false
+	}
+	// v: bit i set when body[i] == r.
+	v := (byteMask(z0) | byteMask(z1)<<8 | byteMask(z2)<<16 | byteMask(z3)<<24) >> 7
+	header := (w0 >> headerShift) & headerMask
+	if v&(v-1) == 0 {
+		// One match at body index i: it belongs to list q iff the header
+		// holds exactly q ones before position q+i and a zero at q+i.
+		w := v << q
+		return uint64(bits.OnesCount64(header&(w-1))) == q && header&w == 0
+	}
+	return listContains(header, q, v)
+}
+
+// listContains reports whether any match in v (bit i: body[i] matched) lies
+// in list q of the header, finding the list's body range with select.
+func listContains(header, q, v uint64) bool {
+	start := uint64(0)
+	if q > 0 {
+		start = uint64(selectBit(header, uint(q-1))) + 1 - q
+	}
+	end := uint64(selectBit(header, uint(q))) - q
+	if end <= start || end > binCapacity {
+		return false
+	}
+	return v&(1<<end-1)>>start<<start != 0
+}
+
+// pdMax returns the bin's maximum fingerprint when it has overflowed and a
+// value above every fingerprint (at least 32<<8) when it has not.
+func pdMax(pd []byte) uint64 {
+	pd = pd[:binBytes:binBytes]
+	return uint64(pd[0]&fieldMask)<<8 | uint64(pd[31])
+}
+
+// writePD encodes sorted, distinct fingerprints fps (at most binCapacity)
+// into pd. overflowed marks a bin that forwarded larger fingerprints to the
+// spare; then len(fps) must be binCapacity.
+func writePD(pd []byte, fps []uint16, overflowed bool) {
+	pd = pd[:binBytes:binBytes]
+	var zeros uint64
+	for i, fp := range fps {
+		zeros |= 1 << (uint(fp>>8) + uint(i))
+		pd[7+i] = byte(fp)
+	}
+	for i := len(fps); i < binCapacity; i++ {
+		pd[7+i] = 0
+	}
+	header := (uint64(1)<<(numQuotients+uint(len(fps))) - 1) &^ zeros
+	field := uint64(binNotOverflowed)
+	if overflowed {
+		field = uint64(fps[binCapacity-1] >> 8)
+	}
+	w0 := field | header<<headerShift
+	for i := 0; i < 7; i++ {
+		pd[i] = byte(w0 >> (8 * i))
+	}
+}
+
+// validatePD checks that pd is exactly what writePD produces for some sorted
+// set of distinct fingerprints. It returns the number of fingerprints and
+// whether the bin overflowed.
+func validatePD(pd []byte) (count int, overflowed bool, ok bool) {
+	pd = pd[:binBytes:binBytes]
+	w0 := binary.LittleEndian.Uint64(pd[0:8])
+	header := (w0 >> headerShift) & headerMask
+	if bits.OnesCount64(header) != numQuotients {
+		return 0, false, false
+	}
+	// The header ends with the 25th one; everything after it is zero by
+	// construction of the bit length.
+	t := bits.Len64(header) - numQuotients
+	if t < 0 || t > binCapacity {
+		return 0, false, false
+	}
+	for i := t; i < binCapacity; i++ {
+		if pd[7+i] != 0 {
+			return 0, false, false
+		}
+	}
+	// Walk the header: fingerprints must be strictly increasing.
+	prev := -1
+	q, i := 0, 0
+	last := 0
+	for pos := 0; pos < numQuotients+t; pos++ {
+		if header>>uint(pos)&1 == 1 {
+			q++
+			continue
+		}
+		fp := q<<8 | int(pd[7+i])
+		if fp <= prev {
+			return 0, false, false
+		}
+		prev = fp
+		last = q
+		i++
+	}
+	field := int(pd[0] & fieldMask)
+	switch {
+	case field == binNotOverflowed:
+		return t, false, true
+	case field < numQuotients && t == binCapacity && field == last:
+		return t, true, true
+	}
+	return 0, false, false
+}

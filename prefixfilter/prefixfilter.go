@@ -1,0 +1,300 @@
+package prefixfilter
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"slices"
+	"unsafe"
+
+	"github.com/spaolacci/murmur3"
+)
+
+// MaxKeys is the largest number of keys (duplicates included) one filter
+// accepts.
+const MaxKeys = math.MaxUint32
+
+var (
+	// ErrCorrupt is wrapped by every error Decode returns for bytes that are
+	// not a valid encoding (truncated, bit-flipped, wrong version, hostile).
+	ErrCorrupt = errors.New("prefixfilter: corrupt filter encoding")
+	// ErrTooManyKeys is returned when more than MaxKeys keys are added.
+	ErrTooManyKeys = errors.New("prefixfilter: too many keys")
+)
+
+// qrBits is the number of low bits of a packed hash that hold the
+// fingerprint; the bin comes from the remaining high bits.
+const (
+	qrBits = 13
+	qrMask = 1<<qrBits - 1
+)
+
+// Filter is an immutable Prefix Filter. It is safe for concurrent use.
+// A Filter returned by Decode reads the bytes it was decoded from; they must
+// not be modified while the filter is in use.
+type Filter struct {
+	data        []byte // the whole encoding
+	bins        []byte // numBins pocket dictionaries of 32 bytes
+	spare       []byte // spareBlocks blocks of 64 bytes
+	numBins     uint64
+	spareBlocks uint64
+	numKeys     uint64
+	seed        uint64
+	spareSeed   uint64
+	hashSeed    uint32
+}
+
+// hashSeedOf folds the 64-bit filter seed into MurmurHash3's 32-bit seed.
+func hashSeedOf(seed uint64) uint32 { return uint32(seed) ^ uint32(seed>>32) }
+
+// spareSeedOf derives the spare's hash seed from the filter seed.
+func spareSeedOf(seed uint64) uint64 { return mix64(seed ^ 0x5bd1e9955bd1e995) }
+
+// packedHash hashes a key into one word: the high 51 bits choose the bin by
+// multiply-shift range reduction, the low 13 bits hold the mini-fingerprint
+// fp = q<<8 | r in [0, 25·256), obtained from the second hash half by the
+// same reduction.
+func packedHash(key []byte, hashSeed uint32) uint64 {
+	h1, h2 := murmur3.Sum128WithSeed(key, hashSeed)
+	return h1&^qrMask | (uint64(uint32(h2))*fingerprintRange)>>32
+}
+
+// binOf maps a packed hash onto [0, numBins) (Lemire's multiply-shift).
+func binOf(packed, numBins uint64) uint64 {
+	b, _ := bits.Mul64(packed&^qrMask, numBins)
+	return b
+}
+
+// binsFor returns the bin count for n keys: ceil(n / (0.95·25)), at least 1
+// (load factor 0.95, paper section 4.2.2).
+func binsFor(n uint64) uint64 {
+	return max(1, (4*n+94)/95)
+}
+
+// MayContain reports whether key may be in the set. A false answer is
+// always right; a true answer is wrong with probability about 0.37%.
+func (f *Filter) MayContain(key []byte) bool {
+	h1, h2 := murmur3.Sum128WithSeed(key, f.hashSeed)
+	fp := (uint64(uint32(h2)) * fingerprintRange) >> 32
+	b, _ := bits.Mul64(h1&^qrMask, f.numBins)
+	pd := f.bins[b*binBytes : b*binBytes+binBytes : b*binBytes+binBytes]
+	if fp > pdMax(pd) {
+		// The bin overflowed and fp exceeds everything it kept: by the
+		// prefix invariant only the spare can hold fp (section 4.1).
+		return spareContains(f.spare, f.spareBlocks, b*fingerprintRange+fp, f.spareSeed)
+	}
+	return pdContains(pd, fp>>8, fp&0xff)
+}
+
+// BitsPerKey returns the filter's size in bits divided by the number of keys
+// it was built from (duplicates included); 0 for an empty filter.
+func (f *Filter) BitsPerKey() float64 {
+	if f.numKeys == 0 {
+		return 0
+	}
+	return float64(len(f.data)) * 8 / float64(f.numKeys)
+}
+
+// SizeBytes returns the size of the filter in memory, which is also the size
+// of its encoding.
+func (f *Filter) SizeBytes() int { return len(f.data) }
+
+// Len returns the number of keys the filter was built from (duplicates
+// included).
+func (f *Filter) Len() int { return int(f.numKeys) }
+
+// Seed returns the filter's hash seed.
+func (f *Filter) Seed() uint64 { return f.seed }
+
+// MarshalBinary returns a copy of the filter's encoding.
+func (f *Filter) MarshalBinary() ([]byte, error) {
+	return slices.Clone(f.data), nil
+}
+
+// AppendBinary appends the filter's encoding to dst.
+func (f *Filter) AppendBinary(dst []byte) ([]byte, error) {
+	return append(dst, f.data...), nil
+}
+
+// Build builds a filter over keys with a random seed. Duplicate keys are
+// allowed; the keys are not retained.
+func Build(keys [][]byte) (*Filter, error) {
+	return BuildWithSeed(keys, rand.Uint64())
+}
+
+// BuildWithSeed builds a filter over keys with the given seed. The same keys
+// and seed always give the same encoding.
+func BuildWithSeed(keys [][]byte, seed uint64) (*Filter, error) {
+	if uint64(len(keys)) > MaxKeys {
+		return nil, fmt.Errorf("%w: %d > %d", ErrTooManyKeys, len(keys), uint64(MaxKeys))
+	}
+	b := NewBuilder(seed, len(keys))
+	for _, k := range keys {
+		b.Add(k)
+	}
+	return b.Finish()
+}
+
+// Builder accumulates keys one at a time. It keeps one 64-bit hash per key,
+// not the keys. A Builder is not safe for concurrent use.
+type Builder struct {
+	seed     uint64
+	hashSeed uint32
+	hashes   []uint64
+}
+
+// NewBuilder returns a builder for a filter with the given seed; sizeHint is
+// the expected number of keys (0 if unknown).
+func NewBuilder(seed uint64, sizeHint int) *Builder {
+	return &Builder{
+		seed:     seed,
+		hashSeed: hashSeedOf(seed),
+		hashes:   make([]uint64, 0, max(sizeHint, 0)),
+	}
+}
+
+// Add adds key to the set; it keeps only the key's hash.
+func (b *Builder) Add(key []byte) {
+	b.hashes = append(b.hashes, packedHash(key, b.hashSeed))
+}
+
+// Len returns the number of keys added since the builder was created or last
+// finished.
+func (b *Builder) Len() int { return len(b.hashes) }
+
+// Finish builds the filter over the keys added so far and resets the builder
+// (same seed) for another set.
+func (b *Builder) Finish() (*Filter, error) {
+	hashes := b.hashes
+	b.hashes = nil
+	if uint64(len(hashes)) > MaxKeys {
+		return nil, fmt.Errorf("%w: %d > %d", ErrTooManyKeys, len(hashes), uint64(MaxKeys))
+	}
+	return build(hashes, b.seed), nil
+}
+
+// build lays the filter out directly in its encoding.
+//
+// Instead of inserting keys one by one (Algorithm 1), it groups the
+// fingerprints by bin with a counting sort, sorts each bin's fingerprints and
+// keeps the smallest distinct 25 in the bin; the rest go to the spare. The
+// result is what Algorithm 1 produces for any insertion order: every bin holds
+// a maximal prefix of its sorted fingerprints (the prefix invariant). Equal
+// fingerprints are stored once, so no fingerprint reaches the spare twice
+// (the duplicate handling of section 4.4, made exact).
+func build(hashes []uint64, seed uint64) *Filter {
+	n := uint64(len(hashes))
+	m := binsFor(n)
+
+	// Counting sort of the fingerprints by bin. After the scatter pass,
+	// ends[b] is the end of bin b's run in fps (and the start of b+1's).
+	ends := make([]uint32, m)
+	for _, h := range hashes {
+		ends[binOf(h, m)]++
+	}
+	var sum uint32
+	for i, c := range ends {
+		ends[i] = sum
+		sum += c
+	}
+	fps := make([]uint16, n)
+	for _, h := range hashes {
+		b := binOf(h, m)
+		fps[ends[b]] = uint16(h & qrMask)
+		ends[b]++
+	}
+
+	spareCap := spareBlocksFor(n, spareCapacity(n))
+	data := newEncoding(m, spareCap)
+	bins := data[headerSize : headerSize+m*binBytes]
+	var forwarded []uint64
+	start := uint32(0)
+	for b := uint64(0); b < m; b++ {
+		end := ends[b]
+		run := fps[start:end]
+		start = end
+		if len(run) > 1 {
+			sortFingerprints(run)
+			run = uniqueSorted(run)
+		}
+		pd := bins[b*binBytes : b*binBytes+binBytes]
+		if len(run) <= binCapacity {
+			writePD(pd, run, false)
+			continue
+		}
+		writePD(pd, run[:binCapacity], true)
+		for _, fp := range run[binCapacity:] {
+			forwarded = append(forwarded, b*fingerprintRange+uint64(fp))
+		}
+	}
+
+	blocks := spareBlocksFor(n, uint64(len(forwarded)))
+	if blocks != spareCap {
+		bigger := newEncoding(m, blocks)
+		copy(bigger[headerSize:], bins)
+		data = bigger
+	}
+	spareSeed := spareSeedOf(seed)
+	spare := data[headerSize+m*binBytes : headerSize+m*binBytes+blocks*spareBlockBytes]
+	for _, id := range forwarded {
+		spareInsert(spare, blocks, id, spareSeed)
+	}
+	writeHeader(data, seed, n, m, blocks, uint64(len(forwarded)))
+	return newFilter(data, seed, n, m, blocks)
+}
+
+func newFilter(data []byte, seed, n, m, blocks uint64) *Filter {
+	binsEnd := headerSize + m*binBytes
+	return &Filter{
+		data:        data,
+		bins:        data[headerSize:binsEnd:binsEnd],
+		spare:       data[binsEnd : binsEnd+blocks*spareBlockBytes : binsEnd+blocks*spareBlockBytes],
+		numBins:     m,
+		spareBlocks: blocks,
+		numKeys:     n,
+		seed:        seed,
+		spareSeed:   spareSeedOf(seed),
+		hashSeed:    hashSeedOf(seed),
+	}
+}
+
+// newEncoding allocates a zeroed encoding buffer for m bins and the given
+// spare blocks, placed so that the bin table starts on a 32-byte boundary
+// (every bin then lies within one 64-byte cache line).
+func newEncoding(m, blocks uint64) []byte {
+	size := encodedSize(m, blocks)
+	buf := make([]byte, size+binBytes)
+	off := (binBytes - int(uintptr(unsafe.Pointer(&buf[0]))%binBytes)) % binBytes
+	return buf[off : off+int(size) : off+int(size)]
+}
+
+// sortFingerprints sorts a bin's run: insertion sort for the usual short
+// runs, the library sort for the rare long ones (many duplicate keys).
+func sortFingerprints(run []uint16) {
+	if len(run) > 48 {
+		slices.Sort(run)
+		return
+	}
+	for i := 1; i < len(run); i++ {
+		x := run[i]
+		j := i
+		for ; j > 0 && run[j-1] > x; j-- {
+			run[j] = run[j-1]
+		}
+		run[j] = x
+	}
+}
+
+// uniqueSorted removes repeats from a sorted run in place.
+func uniqueSorted(run []uint16) []uint16 {
+	w := 1
+	for i := 1; i < len(run); i++ {
+		if run[i] != run[w-1] {
+			run[w] = run[i]
+			w++
+		}
+	}
+	return run[:w]
+}
