@@ -1,0 +1,15 @@
+// Package filterpolicy makes every adaptkv filter a Pebble FilterPolicy and
+// decodes filter blocks into in-memory filters.
+//
+// Policies are registered by name (none, bloom, fuse, prefix, rsqf, taf,
+// exaf, and utaf) and found with ByName or New. Each writes a
+// self-describing block: a 48-byte header (magic, format version, filter
+// kind, seed, parameters, crc32c) followed by the filter's local state and,
+// when our sstable writer builds it (ForTable), the adaptive filters'
+// remote representation. A block that is not valid for a policy makes
+// Pebble's MayContain answer "maybe", never a false negative; Open and
+// OpenBlock report the problem as an error wrapping ErrCorruptBlock.
+//
+// Static filters are queried in place over the block bytes; adaptive ones
+// are decoded into memory (they change) and get the table's remote.
+package filterpolicy

@@ -1,0 +1,478 @@
+package filterpolicy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/adaptkv/adaptkv/adaptive"
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Sentinel errors.
+var (
+	// ErrUnknownPolicy is wrapped by ByName and New for a name not in the registry.
+	ErrUnknownPolicy = errors.New("filterpolicy: unknown filter policy")
+	// ErrCorruptBlock is wrapped by every error about an unreadable filter block.
+	ErrCorruptBlock = errors.New("filterpolicy: corrupt filter block")
+	// ErrUnsupportedVersion is wrapped (with ErrCorruptBlock) for a block of a
+	// newer format version than this build reads.
+	ErrUnsupportedVersion = errors.New("filterpolicy: unsupported filter block version")
+	// ErrInvalidOptions is wrapped by New for out-of-range options.
+	ErrInvalidOptions = errors.New("filterpolicy: invalid options")
+	// ErrBuild is wrapped by errors from building a filter.
+	ErrBuild = errors.New("filterpolicy: filter build failed")
+)
+
+// Filter is a decoded, in-memory filter of one table.
+type Filter interface {
+	// MayContain reports whether key may be in the table (false: certainly absent).
+	MayContain(key []byte) bool
+	// BitsPerKey is the in-memory (local state) size per distinct key.
+	BitsPerKey() float64
+	// SizeBytes is the in-memory (local state) size.
+	SizeBytes() int
+}
+
+// AdaptiveFilter is a Filter that fixes its false positives.
+type AdaptiveFilter interface {
+	Filter
+	// Adapt fixes the false positive key, reading the remote representation.
+	Adapt(key []byte) error
+	// MarshalBinary encodes the current local state (adaptations included).
+	MarshalBinary() ([]byte, error)
+	// Stats returns the filter's adaptation counters.
+	Stats() adaptive.Stats
+}
+
+// Policy is a filter as a Pebble FilterPolicy plus decoding into an
+// in-memory filter.
+type Policy interface {
+	pebble.FilterPolicy
+	// Kind is the registry name: none, bloom, fuse, prefix, rsqf, taf, exaf (or utaf).
+	Kind() string
+	// Adaptive reports whether Open returns an AdaptiveFilter.
+	Adaptive() bool
+	// Open decodes a filter block written by this policy into an in-memory
+	// filter. remote is the table's remote representation (nil for static
+	// policies or when there is none: a block that carries its remote section
+	// then uses it, otherwise adaptations fail with adaptive.ErrRemote).
+	// Errors wrap ErrCorruptBlock.
+	Open(block []byte, remote adaptive.Remote) (Filter, error)
+}
+
+// Options configure a policy built with New. Zero values mean defaults.
+type Options struct {
+	// BitsPerKey of the bloom filter (default 10, 1..64).
+	BitsPerKey int
+	// RemainderBits of quotient-filter based policies (default 8).
+	RemainderBits int
+	// LoadFactor of quotient-filter based policies (default 0.95).
+	LoadFactor float64
+	// SeedSource gives the seed of each new filter block (default: random,
+	// non-zero). Tests fix it to get reproducible tables.
+	SeedSource func() uint64
+}
+
+// FixedSeed returns a SeedSource that always gives seed (tests, golden files).
+func FixedSeed(seed uint64) func() uint64 { return func() uint64 { return seed } }
+
+func randomSeed() uint64 {
+	for {
+		if s := rand.Uint64(); s != 0 {
+			return s
+		}
+	}
+}
+
+var registry = map[string]KindCode{
+	"none": KindNone, "bloom": KindBloom, "fuse": KindFuse, "prefix": KindPrefix,
+	"rsqf": KindRSQF, "taf": KindTAF, "exaf": KindExAF, "utaf": KindUTAF,
+}
+
+// Names lists the registered policy names, sorted.
+func Names() []string {
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ByName returns the policy registered under name with default options.
+func ByName(name string) (Policy, error) { return New(name, Options{}) }
+
+// New returns the policy registered under name with the given options.
+func New(name string, opts Options) (Policy, error) {
+	k, ok := registry[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownPolicy, name, strings.Join(Names(), ", "))
+	}
+	if opts.BitsPerKey == 0 {
+		opts.BitsPerKey = 10
+	}
+	if opts.BitsPerKey < 1 || opts.BitsPerKey > 64 {
+		return nil, fmt.Errorf("%w: BitsPerKey %d not in [1,64]", ErrInvalidOptions, opts.BitsPerKey)
+	}
+	if opts.RemainderBits == 0 {
+		opts.RemainderBits = 8
+	}
+	if opts.RemainderBits < 1 || opts.RemainderBits > 32 {
+		return nil, fmt.Errorf("%w: RemainderBits %d not in [1,32]", ErrInvalidOptions, opts.RemainderBits)
+	}
+	if opts.LoadFactor == 0 {
+		opts.LoadFactor = 0.95
+	}
+	if !(opts.LoadFactor > 0 && opts.LoadFactor <= 1) {
+		return nil, fmt.Errorf("%w: LoadFactor %v not in (0,1]", ErrInvalidOptions, opts.LoadFactor)
+	}
+	if opts.SeedSource == nil {
+		opts.SeedSource = randomSeed
+	}
+	return &policy{kind: k, name: name, opts: opts}, nil
+}
+
+// NewBloom returns the bloom policy with bitsPerKey bits per key (values
+// outside [1,64] fall back to the default 10).
+func NewBloom(bitsPerKey int) Policy {
+	if bitsPerKey < 1 || bitsPerKey > 64 {
+		bitsPerKey = 10
+	}
+	p, _ := New("bloom", Options{BitsPerKey: bitsPerKey})
+	return p
+}
+
+// policy implements Policy for every registered kind.
+type policy struct {
+	kind KindCode
+	name string
+	opts Options
+}
+
+var _ Policy = (*policy)(nil)
+
+// Name implements pebble.FilterPolicy: the name under which Pebble stores
+// the block ("fullfilter." + Name()). Bloom variants share one name: the
+// bits per key live in the block header.
+func (p *policy) Name() string { return PebbleName(p.name) }
+
+// PebbleName is the pebble FilterPolicy name of the registry name kind.
+func PebbleName(kind string) string { return "adaptkv." + kind }
+
+// MetaBlockName is the metaindex name of a filter block of the registry name kind.
+func MetaBlockName(kind string) string { return "fullfilter." + PebbleName(kind) }
+
+// Kind implements Policy.
+func (p *policy) Kind() string { return p.name }
+
+// Adaptive implements Policy.
+func (p *policy) Adaptive() bool {
+	return p.kind == KindTAF || p.kind == KindExAF || p.kind == KindUTAF || p.kind == KindRSQF
+}
+
+func (p *policy) params() (uint32, uint32) {
+	switch p.kind {
+	case KindBloom:
+		return uint32(p.opts.BitsPerKey), 0
+	case KindFuse:
+		return 8, 0
+	case KindRSQF, KindTAF, KindExAF, KindUTAF:
+		return uint32(p.opts.RemainderBits), uint32(math.Round(p.opts.LoadFactor * 1e6))
+	}
+	return 0, 0
+}
+
+// NewWriter implements pebble.FilterPolicy. The block has no remote section.
+func (p *policy) NewWriter(ftype pebble.FilterType) pebble.FilterWriter {
+	return p.newBlockWriter(p.opts.SeedSource(), false)
+}
+
+// MayContain implements pebble.FilterPolicy. A block that is not a valid
+// block of this policy's kind (another kind, a newer version, a bad
+// checksum) answers true: never a false negative.
+func (p *policy) MayContain(ftype pebble.FilterType, block, key []byte) bool {
+	f := p.cachedView(block)
+	if f == nil {
+		return true
+	}
+	return f.MayContain(key)
+}
+
+// Open implements Policy.
+func (p *policy) Open(block []byte, remote adaptive.Remote) (Filter, error) {
+	h, local, err := VerifyBlock(block)
+	if err != nil {
+		return nil, err
+	}
+	if h.Kind != p.kind {
+		return nil, fmt.Errorf("%w: block holds a %s filter, policy is %s", ErrCorruptBlock, h.Kind, p.name)
+	}
+	return openBlock(h, block, local, remote)
+}
+
+// OpenBlock decodes a filter block of any registered kind.
+func OpenBlock(block []byte, remote adaptive.Remote) (Filter, Header, error) {
+	h, local, err := VerifyBlock(block)
+	if err != nil {
+		return nil, h, err
+	}
+	f, err := openBlock(h, block, local, remote)
+	return f, h, err
+}
+
+func openBlock(h Header, block, local []byte, remote adaptive.Remote) (Filter, error) {
+	if remote == nil {
+		if h.HasRemote && len(block) == h.LocalEnd()+h.RemoteSize() {
+			remote = inBlockRemote(block, h)
+		} else {
+			remote = noRemote{}
+		}
+	}
+	f, err := decodeLocal(h, local, remote)
+	if err != nil {
+		if errors.Is(err, ErrCorruptBlock) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %s filter: %w", ErrCorruptBlock, h.Kind, err)
+	}
+	return f, nil
+}
+
+// DecodeLocal decodes a local state of the kind and parameters in h (for
+// instance an adaptive filter's saved state) with the given remote (nil:
+// none, adaptations fail). Errors wrap ErrCorruptBlock.
+func DecodeLocal(h Header, local []byte, remote adaptive.Remote) (Filter, error) {
+	if remote == nil {
+		remote = noRemote{}
+	}
+	f, err := decodeLocal(h, local, remote)
+	if err != nil && !errors.Is(err, ErrCorruptBlock) {
+		err = fmt.Errorf("%w: %s filter: %w", ErrCorruptBlock, h.Kind, err)
+	}
+	return f, err
+}
+
+// decodeLocal decodes the local state of a verified block.
+func decodeLocal(h Header, local []byte, remote adaptive.Remote) (Filter, error) {
+	switch h.Kind {
+	case KindNone:
+		return noneFilter{}, nil
+	case KindBloom:
+		return openBloom(h, local)
+	case KindFuse:
+		return openFuse(h, local)
+	case KindPrefix:
+		return openPrefix(h, local)
+	case KindRSQF, KindTAF, KindExAF, KindUTAF:
+		return openAdaptive(h, local, remote)
+	}
+	return nil, fmt.Errorf("%w: unknown kind %d", ErrCorruptBlock, h.Kind)
+}
+
+// WriterPolicy is the pebble.FilterPolicy our own sstable writer hands to
+// Pebble: same name as the policy, but its blocks carry the remote section
+// (for adaptive kinds) and use a fixed seed. Err reports a failed build.
+type WriterPolicy struct {
+	p    *policy
+	seed uint64
+	mu   sync.Mutex
+	err  error
+	hdr  Header
+}
+
+// ForTable returns the WriterPolicy of p for one table with the given seed
+// (0: from p's seed source). p must come from this package.
+func ForTable(p Policy, seed uint64) (*WriterPolicy, error) {
+	pp, ok := p.(*policy)
+	if !ok {
+		return nil, fmt.Errorf("%w: policy %T is not from package filterpolicy", ErrInvalidOptions, p)
+	}
+	if seed == 0 {
+		seed = pp.opts.SeedSource()
+	}
+	return &WriterPolicy{p: pp, seed: seed}, nil
+}
+
+// Name implements pebble.FilterPolicy.
+func (w *WriterPolicy) Name() string { return w.p.Name() }
+
+// MayContain implements pebble.FilterPolicy.
+func (w *WriterPolicy) MayContain(ftype pebble.FilterType, block, key []byte) bool {
+	return w.p.MayContain(ftype, block, key)
+}
+
+// NewWriter implements pebble.FilterPolicy.
+func (w *WriterPolicy) NewWriter(ftype pebble.FilterType) pebble.FilterWriter {
+	bw := w.p.newBlockWriter(w.seed, true)
+	bw.done = func(h Header, err error) {
+		w.mu.Lock()
+		w.err, w.hdr = err, h
+		w.mu.Unlock()
+	}
+	return bw
+}
+
+// Err returns the error of the last block build (nil if it succeeded).
+func (w *WriterPolicy) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// Header returns the header of the last block built.
+func (w *WriterPolicy) Header() Header {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.hdr
+}
+
+// keyBuilder accumulates the distinct keys of one filter.
+type keyBuilder interface {
+	add(key []byte)
+	// finish returns the local state and, for adaptive kinds, the remote.
+	finish() (local []byte, remote []uint64, err error)
+}
+
+// blockWriter implements pebble.FilterWriter. Keys arrive in sorted order,
+// possibly repeated (several versions of one user key): consecutive
+// duplicates are dropped. The key buffer is never retained.
+type blockWriter struct {
+	p          *policy
+	seed       uint64
+	withRemote bool
+	last       []byte
+	hasLast    bool
+	n          uint64
+	b          keyBuilder
+	done       func(Header, error)
+}
+
+func (p *policy) newBlockWriter(seed uint64, withRemote bool) *blockWriter {
+	w := &blockWriter{p: p, seed: seed, withRemote: withRemote}
+	w.b = p.newKeyBuilder(seed)
+	return w
+}
+
+func (p *policy) newKeyBuilder(seed uint64) keyBuilder {
+	switch p.kind {
+	case KindBloom:
+		return newBloomBuilder(seed, p.opts.BitsPerKey)
+	case KindFuse:
+		return newFuseBuilder(seed)
+	case KindPrefix:
+		return newPrefixBuilder(seed)
+	case KindRSQF, KindTAF, KindExAF, KindUTAF:
+		return newAdaptiveBuilder(p.kind, seed, p.opts)
+	}
+	return noneBuilder{}
+}
+
+// AddKey implements pebble.FilterWriter.
+func (w *blockWriter) AddKey(key []byte) {
+	if w.hasLast && bytes.Equal(w.last, key) {
+		return
+	}
+	w.last = append(w.last[:0], key...)
+	w.hasLast = true
+	w.n++
+	w.b.add(key)
+}
+
+// Finish implements pebble.FilterWriter. A failed build yields a block of
+// kind none (every query "maybe") so Pebble's table stays correct; our
+// sstable writer learns the error through WriterPolicy.Err.
+func (w *blockWriter) Finish(dst []byte) []byte {
+	p1, p2 := w.p.params()
+	h := Header{Kind: w.p.kind, Seed: w.seed, Param1: p1, Param2: p2, NumKeys: w.n}
+	local, remote, err := w.b.finish()
+	if err != nil {
+		err = fmt.Errorf("%w: %s over %d keys: %w", ErrBuild, w.p.name, w.n, err)
+		h = Header{Kind: KindNone, Seed: w.seed, NumKeys: w.n}
+		local, remote = nil, nil
+	}
+	if !w.withRemote {
+		remote = nil
+	} else if remote == nil && w.p.Adaptive() && err == nil {
+		remote = []uint64{}
+	}
+	start := len(dst)
+	dst = appendBlock(dst, h, local, remote)
+	if w.done != nil {
+		hh, _ := ParseHeader(dst[start:])
+		w.done(hh, err)
+	}
+	w.b = w.p.newKeyBuilder(w.seed)
+	w.hasLast, w.n = false, 0
+	return dst
+}
+
+// viewCache maps a pebble-owned block (address, length, seed, checksum) to
+// its verified, decoded filter, so Pebble's per-query MayContain does not
+// re-verify the checksum each time. A view of a static filter reads the
+// bytes at that address, which are the block Pebble passed; an adaptive
+// filter is a decoded copy. The cache is cleared when it grows large.
+type viewKey struct {
+	ptr  uintptr
+	n    int
+	seed uint64
+	crc  uint32
+	kind KindCode
+}
+
+var (
+	viewCache     sync.Map
+	viewCacheSize atomic.Int64
+)
+
+const viewCacheMax = 4096
+
+func (p *policy) cachedView(block []byte) Filter {
+	if len(block) < HeaderSize {
+		return nil
+	}
+	h, err := ParseHeader(block)
+	if err != nil || h.Kind != p.kind {
+		return nil
+	}
+	key := viewKey{ptr: uintptr(unsafe.Pointer(unsafe.SliceData(block))), n: len(block), seed: h.Seed, crc: h.Checksum, kind: h.Kind}
+	if v, ok := viewCache.Load(key); ok {
+		return v.(Filter)
+	}
+	f, err := p.Open(block, noRemote{})
+	if err != nil {
+		return nil
+	}
+	if viewCacheSize.Add(1) > viewCacheMax {
+		viewCache.Clear()
+		viewCacheSize.Store(1)
+	}
+	viewCache.Store(key, f)
+	return f
+}
+
+// noneFilter answers "maybe" for every key.
+type noneFilter struct{}
+
+func (noneFilter) MayContain([]byte) bool { return true }
+func (noneFilter) BitsPerKey() float64    { return 0 }
+func (noneFilter) SizeBytes() int         { return 0 }
+
+type noneBuilder struct{}
+
+func (noneBuilder) add([]byte)                        {}
+func (noneBuilder) finish() ([]byte, []uint64, error) { return nil, nil, nil }
+
+func bitsPerKey(sizeBytes int, n uint64) float64 {
+	if n == 0 {
+		return 0
+	}
+	return float64(sizeBytes) * 8 / float64(n)
+}

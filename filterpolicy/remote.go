@@ -1,0 +1,96 @@
+package filterpolicy
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/adaptkv/adaptkv/adaptive"
+)
+
+// BlockRemote is an adaptive.Remote over the remote section of a filter
+// block, read on demand with positioned reads of just the 64-slot chunks a
+// request covers. Every chunk's checksum is verified; a mismatch, a short
+// read or an out-of-range request gives an error wrapping adaptive.ErrRemote.
+// It is safe for concurrent use.
+type BlockRemote struct {
+	r     io.ReaderAt
+	off   int64 // file offset of the remote section
+	slots int
+	seed  uint64
+	reads atomic.Uint64
+	bufs  sync.Pool
+}
+
+// NewBlockRemote returns the remote representation described by h, whose
+// filter block starts at blockOffset in r.
+func NewBlockRemote(r io.ReaderAt, blockOffset int64, h Header) *BlockRemote {
+	return &BlockRemote{
+		r:     r,
+		off:   blockOffset + int64(h.LocalEnd()),
+		slots: h.RemoteSlots,
+		seed:  h.Seed,
+	}
+}
+
+// Slots returns the number of slots in the remote representation.
+func (br *BlockRemote) Slots() int { return br.slots }
+
+// Reads returns the number of chunk reads issued so far.
+func (br *BlockRemote) Reads() uint64 { return br.reads.Load() }
+
+const chunkBytes = RemoteChunkSlots*8 + 4
+
+// ReadSlots implements adaptive.Remote.
+func (br *BlockRemote) ReadSlots(first int, dst []uint64) error {
+	if first < 0 || first > br.slots || len(dst) > br.slots-first {
+		return fmt.Errorf("%w: slots [%d,%d) out of range [0,%d)", adaptive.ErrRemote, first, first+len(dst), br.slots)
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	bp, _ := br.bufs.Get().(*[]byte)
+	if bp == nil {
+		b := make([]byte, chunkBytes)
+		bp = &b
+	}
+	defer br.bufs.Put(bp)
+	buf := *bp
+	last := first + len(dst) - 1
+	for chunk := first / RemoteChunkSlots; chunk <= last/RemoteChunkSlots; chunk++ {
+		lo := chunk * RemoteChunkSlots
+		n := min(RemoteChunkSlots, br.slots-lo)
+		b := buf[:n*8+4]
+		br.reads.Add(1)
+		if _, err := br.r.ReadAt(b, br.off+int64(chunk)*chunkBytes); err != nil {
+			return fmt.Errorf("%w: reading remote chunk %d: %w", adaptive.ErrRemote, chunk, err)
+		}
+		tails := b[:n*8]
+		if c := chunkChecksum(uint32(chunk), br.seed, tails); c != binary.LittleEndian.Uint32(b[n*8:]) {
+			return fmt.Errorf("%w: checksum mismatch in remote chunk %d", adaptive.ErrRemote, chunk)
+		}
+		from := max(first, lo)
+		to := min(last+1, lo+n)
+		for s := from; s < to; s++ {
+			dst[s-first] = binary.LittleEndian.Uint64(tails[(s-lo)*8:])
+		}
+	}
+	return nil
+}
+
+// noRemote is the remote of a filter opened without one: every read fails,
+// so adaptations fail cleanly and the filter keeps answering "maybe".
+type noRemote struct{}
+
+func (noRemote) ReadSlots(int, []uint64) error {
+	return fmt.Errorf("%w: %w", adaptive.ErrRemote, errNoRemote)
+}
+
+// inBlockRemote returns a remote over the remote section contained in block
+// (a complete block as our sstable writer emits it).
+func inBlockRemote(block []byte, h Header) adaptive.Remote {
+	return NewBlockRemote(bytes.NewReader(block), 0, h)
+}

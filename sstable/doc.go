@@ -1,0 +1,18 @@
+// Package sstable writes and reads adaptkv's tables: Pebble sstables
+// (format Pebblev5, snappy data blocks) whose filter block is adaptkv's
+// self-describing block (package filterpolicy).
+//
+// For adaptive policies the filter block also carries the filter's remote
+// representation: every filter slot's 64-bit hash tail, in slot order, in
+// checksummed 64-slot chunks after the local state. Open reads only the
+// block header and the local state into memory; a false positive found by
+// a point lookup reads just the chunks the adaptation needs, with
+// positioned reads on the table file.
+//
+// A Reader's Get consults the in-memory filter first, does Pebble's point
+// lookup (a pooled iterator's SeekGE) on "maybe", and when no version of the
+// key is in the table, tells the filter to adapt. Every step is counted
+// (Metrics). The adaptive filter's state survives restarts in a state file
+// written atomically and bound to its table; a missing or bad one means the
+// table's pristine filter (StateError says why), never a false negative.
+package sstable

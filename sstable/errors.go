@@ -1,0 +1,24 @@
+package sstable
+
+import "errors"
+
+// Sentinel errors of the package; test with errors.Is.
+var (
+	// ErrClosed is returned by every method of a closed Writer or Reader.
+	ErrClosed = errors.New("sstable: closed")
+	// ErrInvalidOptions is wrapped for bad arguments to Create and Open.
+	ErrInvalidOptions = errors.New("sstable: invalid options")
+	// ErrOutOfOrder is wrapped when Writer.Add gets a key that does not
+	// follow the previous one in internal-key order.
+	ErrOutOfOrder = errors.New("sstable: keys out of order")
+	// ErrInvalidKey is wrapped for a key Writer.Add cannot store (sequence
+	// number >= 2^56, unknown kind).
+	ErrInvalidKey = errors.New("sstable: invalid key")
+	// ErrCorrupt is wrapped when a table file cannot be read.
+	ErrCorrupt = errors.New("sstable: corrupt table")
+	// ErrStateCorrupt is wrapped by StateError when the adaptive state file
+	// was unreadable, corrupt or belonged to another table.
+	ErrStateCorrupt = errors.New("sstable: adaptive state file rejected")
+	// ErrNoState is wrapped by StateError when there was no state file to load.
+	ErrNoState = errors.New("sstable: no adaptive state file")
+)

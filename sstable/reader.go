@@ -1,0 +1,421 @@
+package sstable
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/adaptkv/adaptkv/adaptive"
+	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage"
+	psst "github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+var errNotExist = iofs.ErrNotExist
+
+// ReaderOptions configure Open.
+type ReaderOptions struct {
+	// Cache is a block cache shared with other readers (nil: no cache).
+	Cache *pebble.Cache
+	// FileNum identifies the table in the block cache.
+	FileNum uint64
+	// StatePath is the adaptive state file ("" = state not persisted).
+	StatePath string
+}
+
+// Metrics are a Reader's counters (monotonic since Open).
+type Metrics struct {
+	// FilterChecks counts lookups answered by the in-memory filter first.
+	FilterChecks uint64
+	// FilterNegatives counts lookups the filter answered "absent" (probes saved).
+	FilterNegatives uint64
+	// FalsePositiveProbes counts table lookups that found no version of the key.
+	FalsePositiveProbes uint64
+	// TruePositiveProbes counts table lookups that found some version of the key.
+	TruePositiveProbes uint64
+	// DataBlockReads counts blocks Pebble's reader fetched from the file
+	// after Open: block cache misses of data (and index) blocks.
+	DataBlockReads uint64
+	// Adaptations counts successful Adapt calls on this reader.
+	Adaptations uint64
+	// Rebuilds counts block rebuilds done by the adaptive filter.
+	Rebuilds uint64
+	// RemoteReads counts positioned reads of 64-slot remote chunks.
+	RemoteReads uint64
+	// AdaptErrors counts failed Adapt calls (the Get's answer stays right).
+	AdaptErrors uint64
+	// FilterBytes is the in-memory filter size.
+	FilterBytes uint64
+	// FilterKeys is the number of distinct keys in the filter.
+	FilterKeys uint64
+}
+
+// Reader reads one table. Get, GetInternal and NewIter are safe for
+// concurrent use; Close must not race with them... it waits for running
+// lookups and makes later calls fail with ErrClosed.
+type Reader struct {
+	fs       vfs.FS
+	path     string
+	opts     ReaderOptions
+	file     vfs.File
+	readable *countingReadable
+	pr       *psst.Reader
+	cacheH   interface{ Close() }
+	evict    func()
+
+	filter    filterpolicy.Filter         // nil: no filter
+	adaptive  filterpolicy.AdaptiveFilter // nil: static or no filter
+	hdr       filterpolicy.Header
+	remote    *filterpolicy.BlockRemote
+	filterErr error
+	stateErr  error
+	tableSize uint64
+
+	mu     sync.RWMutex // held shared by lookups, exclusively by Close
+	closed bool
+
+	itersMu sync.Mutex
+	iters   []psst.Iterator
+
+	baseReads       uint64
+	filterChecks    atomic.Uint64
+	filterNegatives atomic.Uint64
+	fpProbes        atomic.Uint64
+	tpProbes        atomic.Uint64
+	adaptations     atomic.Uint64
+	adaptErrors     atomic.Uint64
+	lastAdaptErr    atomic.Pointer[error]
+	savedAdapt      atomic.Uint64
+	saveMu          sync.Mutex
+}
+
+func setUint64[T ~uint64](dst *T, v uint64) { *dst = T(v) }
+
+// Open opens the table at path. It loads the filter's local state (never
+// the remote representation) and, for adaptive policies with a StatePath,
+// the adaptive state saved by an earlier Reader. A corrupt filter block
+// falls back to no filter (FilterError reports why); a missing or rejected
+// state file falls back to the table's pristine filter (StateError).
+func Open(fs vfs.FS, path string, opts ReaderOptions) (*Reader, error) {
+	if fs == nil {
+		return nil, fmt.Errorf("%w: nil vfs.FS", ErrInvalidOptions)
+	}
+	if path == "" {
+		return nil, fmt.Errorf("%w: empty path", ErrInvalidOptions)
+	}
+	f, err := fs.Open(path, vfs.RandomReadsOption)
+	if err != nil {
+		return nil, err
+	}
+	sr, err := psst.NewSimpleReadable(f)
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	r := &Reader{fs: fs, path: path, opts: opts, file: f, readable: &countingReadable{Readable: sr}}
+	r.tableSize = uint64(sr.Size())
+	ro := psst.ReaderOptions{Comparer: pebble.DefaultComparer}
+	if opts.Cache != nil {
+		h := opts.Cache.NewHandle()
+		ro.CacheOpts.CacheHandle = h
+		setUint64(&ro.CacheOpts.FileNum, opts.FileNum)
+		fn := ro.CacheOpts.FileNum
+		r.cacheH = h
+		r.evict = func() { h.EvictFile(fn) }
+	}
+	pr, err := psst.NewReader(context.Background(), r.readable, ro)
+	if err != nil {
+		if r.cacheH != nil {
+			r.cacheH.Close()
+		}
+		_ = r.readable.Close()
+		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, path, err)
+	}
+	r.pr = pr
+	if err := r.loadFilter(); err != nil {
+		_ = r.closeFiles()
+		return nil, err
+	}
+	r.baseReads = r.readable.reads.Load()
+	return r, nil
+}
+
+// loadFilter finds the filter block and decodes its local state. Only I/O
+// errors on the table fail it; a bad block is a fallback to no filter.
+func (r *Reader) loadFilter() error {
+	layout, err := r.pr.Layout()
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrCorrupt, r.path, err)
+	}
+	var bh psst.NamedBlockHandle
+	found := false
+	for _, nb := range layout.Filter {
+		if len(nb.Name) > len("fullfilter.adaptkv.") && nb.Name[:len("fullfilter.adaptkv.")] == "fullfilter.adaptkv." {
+			bh, found = nb, true
+			break
+		}
+	}
+	if !found {
+		return nil
+	}
+	off, length := int64(bh.Handle.Offset), int64(bh.Handle.Length)
+	if length < filterpolicy.HeaderSize || off < 0 || off+length > int64(r.tableSize) {
+		r.filterErr = fmt.Errorf("%w: filter block handle %d+%d out of range", filterpolicy.ErrCorruptBlock, off, length)
+		return nil
+	}
+	var hb [filterpolicy.HeaderSize]byte
+	if _, err := r.file.ReadAt(hb[:], off); err != nil {
+		return fmt.Errorf("%w: reading filter block header: %w", ErrCorrupt, err)
+	}
+	h, err := filterpolicy.ParseHeader(hb[:])
+	if err != nil {
+		r.filterErr = err
+		return nil
+	}
+	want := int64(h.LocalEnd())
+	if h.HasRemote {
+		want += int64(h.RemoteSize())
+	}
+	if want != length {
+		r.filterErr = fmt.Errorf("%w: filter block length %d, header describes %d", filterpolicy.ErrCorruptBlock, length, want)
+		return nil
+	}
+	block := make([]byte, h.LocalEnd())
+	if _, err := r.file.ReadAt(block, off); err != nil {
+		return fmt.Errorf("%w: reading filter block: %w", ErrCorrupt, err)
+	}
+	if h.HasRemote {
+		r.remote = filterpolicy.NewBlockRemote(r.file, off, h)
+	}
+	var rem adaptive.Remote
+	if r.remote != nil {
+		rem = r.remote
+	}
+	f, hdr, err := filterpolicy.OpenBlock(block, rem)
+	if err != nil {
+		r.filterErr = err
+		return nil
+	}
+	r.filter, r.hdr = f, hdr
+	if af, ok := f.(filterpolicy.AdaptiveFilter); ok {
+		r.adaptive = af
+		r.loadState()
+	}
+	return nil
+}
+
+// FilterError reports why the table's filter block could not be used (nil
+// when it was loaded or the table has none).
+func (r *Reader) FilterError() error { return r.filterErr }
+
+// StateError reports why no saved adaptive state was loaded at Open (nil
+// when it was, or when the filter is not adaptive or StatePath is empty).
+// It wraps ErrNoState or ErrStateCorrupt.
+func (r *Reader) StateError() error { return r.stateErr }
+
+// LastAdaptError returns the last error an adaptation returned.
+func (r *Reader) LastAdaptError() error {
+	if p := r.lastAdaptErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// FilterKind is the registry name of the table's filter ("" for none).
+func (r *Reader) FilterKind() string {
+	if r.filter == nil {
+		return ""
+	}
+	return r.hdr.Kind.String()
+}
+
+// Filter returns the in-memory filter (nil if the table has none).
+func (r *Reader) Filter() filterpolicy.Filter { return r.filter }
+
+// Get returns the newest version of key. A tombstone gives found=false.
+// The value is a copy owned by the caller.
+func (r *Reader) Get(key []byte) (value []byte, found bool, err error) {
+	v, kind, ok, err := r.GetInternal(key, math.MaxUint64)
+	if err != nil || !ok || kind == KindDelete {
+		return nil, false, err
+	}
+	return v, true, nil
+}
+
+// GetInternal returns the newest version of userKey with Seq < seq (seq =
+// snapshot; math.MaxUint64 = latest); found=false if there is none. The
+// filter is consulted first; a "maybe" followed by no version of userKey
+// at all is a false positive and the filter adapts (errors are counted,
+// the answer stays right). The value is a copy owned by the caller.
+func (r *Reader) GetInternal(userKey []byte, seq uint64) (value []byte, kind Kind, found bool, err error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.closed {
+		return nil, 0, false, ErrClosed
+	}
+	if r.filter != nil {
+		r.filterChecks.Add(1)
+		if !r.filter.MayContain(userKey) {
+			r.filterNegatives.Add(1)
+			return nil, 0, false, nil
+		}
+	}
+	it, err := r.getIter()
+	if err != nil {
+		return nil, 0, false, err
+	}
+	any := false
+	kv := it.SeekGE(userKey, 0)
+	for kv != nil && bytes.Equal(kv.K.UserKey, userKey) {
+		any = true
+		if uint64(kv.SeqNum()) < seq {
+			kind = Kind(kv.Kind())
+			v, owned, verr := kv.Value(nil)
+			if verr != nil {
+				err = verr
+				break
+			}
+			if kind != KindDelete {
+				if owned {
+					value = v
+				} else {
+					value = append(make([]byte, 0, len(v)), v...)
+				}
+			}
+			found = true
+			break
+		}
+		kv = it.Next()
+	}
+	if err == nil && kv == nil {
+		err = it.Error()
+	}
+	if err != nil {
+		_ = it.Close()
+		return nil, 0, false, fmt.Errorf("%w: %s: %w", ErrCorrupt, r.path, err)
+	}
+	r.putIter(it)
+	if any {
+		r.tpProbes.Add(1)
+		return value, kind, found, nil
+	}
+	r.fpProbes.Add(1)
+	if r.adaptive != nil {
+		if aerr := r.adaptive.Adapt(userKey); aerr != nil {
+			r.adaptErrors.Add(1)
+			r.lastAdaptErr.Store(&aerr)
+		} else {
+			r.adaptations.Add(1)
+		}
+	}
+	return nil, 0, false, nil
+}
+
+const maxPooledIters = 32
+
+func (r *Reader) getIter() (psst.Iterator, error) {
+	r.itersMu.Lock()
+	if n := len(r.iters); n > 0 {
+		it := r.iters[n-1]
+		r.iters = r.iters[:n-1]
+		r.itersMu.Unlock()
+		return it, nil
+	}
+	r.itersMu.Unlock()
+	it, err := r.pr.NewIter(psst.NoTransforms, nil, nil, psst.AssertNoBlobHandles)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, r.path, err)
+	}
+	return it, nil
+}
+
+func (r *Reader) putIter(it psst.Iterator) {
+	r.itersMu.Lock()
+	if len(r.iters) < maxPooledIters {
+		r.iters = append(r.iters, it)
+		r.itersMu.Unlock()
+		return
+	}
+	r.itersMu.Unlock()
+	_ = it.Close()
+}
+
+// Metrics returns the reader's counters.
+func (r *Reader) Metrics() Metrics {
+	m := Metrics{
+		FilterChecks:        r.filterChecks.Load(),
+		FilterNegatives:     r.filterNegatives.Load(),
+		FalsePositiveProbes: r.fpProbes.Load(),
+		TruePositiveProbes:  r.tpProbes.Load(),
+		DataBlockReads:      r.readable.reads.Load() - r.baseReads,
+		Adaptations:         r.adaptations.Load(),
+		AdaptErrors:         r.adaptErrors.Load(),
+	}
+	if r.filter != nil {
+		m.FilterBytes = uint64(r.filter.SizeBytes())
+		m.FilterKeys = r.hdr.NumKeys
+	}
+	if r.adaptive != nil {
+		m.Rebuilds = r.adaptive.Stats().Rebuilds
+	}
+	if r.remote != nil {
+		m.RemoteReads = r.remote.Reads()
+	}
+	return m
+}
+
+// Close saves the adaptive state (if StatePath is set), then releases the
+// table. Later calls fail with ErrClosed.
+func (r *Reader) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	saveErr := r.saveStateLocked()
+	r.closed = true
+	return errors.Join(saveErr, r.closeFiles())
+}
+
+func (r *Reader) closeFiles() error {
+	var errs []error
+	r.itersMu.Lock()
+	for _, it := range r.iters {
+		errs = append(errs, it.Close())
+	}
+	r.iters = nil
+	r.itersMu.Unlock()
+	if r.pr != nil {
+		errs = append(errs, r.pr.Close()) // closes the readable and the file
+	} else {
+		errs = append(errs, r.readable.Close())
+	}
+	if r.cacheH != nil {
+		r.evict()
+		r.cacheH.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// countingReadable counts the block reads Pebble's reader issues.
+type countingReadable struct {
+	objstorage.Readable
+	reads atomic.Uint64
+}
+
+func (c *countingReadable) ReadAt(ctx context.Context, p []byte, off int64) error {
+	c.reads.Add(1)
+	return c.Readable.ReadAt(ctx, p, off)
+}
+
+func (c *countingReadable) NewReadHandle(objstorage.ReadBeforeSize) objstorage.ReadHandle {
+	rh := objstorage.MakeNoopReadHandle(c)
+	return &rh
+}

@@ -1,0 +1,197 @@
+package sstable
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+)
+
+// storedKey is the i-th stored key: even numbers, so odd numbers are absent
+// keys that sort between stored ones (every lookup reaches a data block).
+func storedKey(i int) []byte { return fmt.Appendf(nil, "key%012d", 2*i) }
+func absentKey(i int) []byte { return fmt.Appendf(nil, "key%012d", 2*i+1) }
+
+func value(i int) []byte { return binary.LittleEndian.AppendUint64([]byte("val-"), uint64(i)) }
+
+func mustPolicy(t testing.TB, name string, seed uint64) filterpolicy.Policy {
+	p, err := filterpolicy.New(name, filterpolicy.Options{SeedSource: filterpolicy.FixedSeed(seed)})
+	require.NoError(t, err)
+	return p
+}
+
+// writeTable writes n keys (one Set version each) with the given policy.
+func writeTable(t testing.TB, fs vfs.FS, path string, p filterpolicy.Policy, n int) TableInfo {
+	w, err := Create(fs, path, WriterOptions{Policy: p})
+	require.NoError(t, err)
+	for i := 0; i < n; i++ {
+		require.NoError(t, w.Add(InternalKey{UserKey: storedKey(i), Seq: uint64(i + 1), Kind: KindSet}, value(i)))
+	}
+	info, err := w.Close()
+	require.NoError(t, err)
+	return info
+}
+
+func TestWriteReadBasic(t *testing.T) {
+	for _, name := range []string{"none", "bloom", "fuse"} {
+		t.Run(name, func(t *testing.T) {
+			fs := vfs.NewMem()
+			n := 5000
+			info := writeTable(t, fs, "t.sst", mustPolicy(t, name, 7), n)
+			require.Equal(t, uint64(n), info.NumEntries)
+			require.Equal(t, storedKey(0), info.Smallest.UserKey)
+			require.Equal(t, storedKey(n-1), info.Largest.UserKey)
+			require.Positive(t, info.Size)
+
+			r, err := Open(fs, "t.sst", ReaderOptions{Cache: pebble.NewCache(1 << 20), FileNum: 3})
+			require.NoError(t, err)
+			require.NoError(t, r.FilterError())
+			for i := 0; i < n; i++ {
+				v, ok, err := r.Get(storedKey(i))
+				require.NoError(t, err)
+				require.True(t, ok, "key %d", i)
+				require.Equal(t, value(i), v)
+			}
+			for i := 0; i < n; i++ {
+				_, ok, err := r.Get(absentKey(i))
+				require.NoError(t, err)
+				require.False(t, ok)
+			}
+			m := r.Metrics()
+			require.Equal(t, uint64(n), m.TruePositiveProbes)
+			if name == "none" {
+				require.Zero(t, m.FilterChecks)
+				require.Equal(t, uint64(n), m.FalsePositiveProbes)
+			} else {
+				require.Equal(t, uint64(2*n), m.FilterChecks)
+				require.Less(t, m.FalsePositiveProbes, uint64(n/20))
+				require.Equal(t, uint64(n), m.FilterKeys)
+			}
+			require.Positive(t, m.DataBlockReads)
+
+			it, err := r.NewIter(nil, nil)
+			require.NoError(t, err)
+			i := 0
+			for ok := it.First(); ok; ok = it.Next() {
+				k := it.Key()
+				require.Equal(t, storedKey(i), k.UserKey)
+				require.Equal(t, uint64(i+1), k.Seq)
+				require.Equal(t, KindSet, k.Kind)
+				require.Equal(t, value(i), it.Value())
+				i++
+			}
+			require.NoError(t, it.Close())
+			require.Equal(t, n, i)
+			require.NoError(t, r.Close())
+			_, _, err = r.Get(storedKey(0))
+			require.ErrorIs(t, err, ErrClosed)
+			require.ErrorIs(t, r.Close(), ErrClosed)
+		})
+	}
+}
+
+func TestVersionsAndSnapshots(t *testing.T) {
+	fs := vfs.NewMem()
+	w, err := Create(fs, filepath.Join("", "v.sst"), WriterOptions{Policy: filterpolicy.NewBloom(10)})
+	require.NoError(t, err)
+	// a: set@30, del@20, set@10; b: del@5
+	require.NoError(t, w.Add(InternalKey{UserKey: []byte("a"), Seq: 30, Kind: KindSet}, []byte("a30")))
+	require.NoError(t, w.Add(InternalKey{UserKey: []byte("a"), Seq: 20, Kind: KindDelete}, nil))
+	require.NoError(t, w.Add(InternalKey{UserKey: []byte("a"), Seq: 10, Kind: KindSet}, []byte("a10")))
+	require.ErrorIs(t, w.Add(InternalKey{UserKey: []byte("a"), Seq: 10, Kind: KindSet}, nil), ErrOutOfOrder)
+	require.ErrorIs(t, w.Add(InternalKey{UserKey: []byte("0"), Seq: 1, Kind: KindSet}, nil), ErrOutOfOrder)
+	require.ErrorIs(t, w.Add(InternalKey{UserKey: []byte("z"), Seq: 1 << 56, Kind: KindSet}, nil), ErrInvalidKey)
+	require.ErrorIs(t, w.Add(InternalKey{UserKey: []byte("z"), Seq: 1, Kind: 7}, nil), ErrInvalidKey)
+	require.NoError(t, w.Add(InternalKey{UserKey: []byte("b"), Seq: 5, Kind: KindDelete}, nil))
+	info, err := w.Close()
+	require.NoError(t, err)
+	require.Equal(t, uint64(4), info.NumEntries)
+	require.Equal(t, InternalKey{UserKey: []byte("a"), Seq: 30, Kind: KindSet}, info.Smallest)
+	require.Equal(t, InternalKey{UserKey: []byte("b"), Seq: 5, Kind: KindDelete}, info.Largest)
+	require.ErrorIs(t, w.Add(InternalKey{UserKey: []byte("c"), Seq: 1, Kind: KindSet}, nil), ErrClosed)
+	_, err = w.Close()
+	require.ErrorIs(t, err, ErrClosed)
+
+	r, err := Open(fs, "v.sst", ReaderOptions{})
+	require.NoError(t, err)
+	defer r.Close()
+	cases := []struct {
+		key   string
+		seq   uint64
+		val   string
+		kind  Kind
+		found bool
+	}{
+		{"a", math.MaxUint64, "a30", KindSet, true},
+		{"a", 31, "a30", KindSet, true},
+		{"a", 30, "", KindDelete, true},
+		{"a", 20, "a10", KindSet, true},
+		{"a", 10, "", 0, false},
+		{"b", 6, "", KindDelete, true},
+		{"b", 5, "", 0, false},
+	}
+	for _, c := range cases {
+		v, kind, found, err := r.GetInternal([]byte(c.key), c.seq)
+		require.NoError(t, err)
+		require.Equal(t, c.found, found, "%s@%d", c.key, c.seq)
+		if found {
+			require.Equal(t, c.kind, kind, "%s@%d", c.key, c.seq)
+			require.Equal(t, c.val, string(v))
+		}
+	}
+	_, ok, err := r.Get([]byte("b"))
+	require.NoError(t, err)
+	require.False(t, ok)
+	v, ok, err := r.Get([]byte("a"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "a30", string(v))
+	// A version invisible at the snapshot is still a true positive, not an adaptation.
+	require.Zero(t, r.Metrics().FalsePositiveProbes)
+
+	it, err := r.NewIter([]byte("a"), []byte("b"))
+	require.NoError(t, err)
+	var got []InternalKey
+	for ok := it.Last(); ok; ok = it.Prev() {
+		k := it.Key()
+		got = append(got, InternalKey{UserKey: append([]byte(nil), k.UserKey...), Seq: k.Seq, Kind: k.Kind})
+	}
+	require.NoError(t, it.Close())
+	require.Equal(t, []InternalKey{{[]byte("a"), 10, KindSet}, {[]byte("a"), 20, KindDelete}, {[]byte("a"), 30, KindSet}}, got)
+}
+
+func TestBadInput(t *testing.T) {
+	_, err := Create(nil, "x", WriterOptions{})
+	require.ErrorIs(t, err, ErrInvalidOptions)
+	_, err = Create(vfs.NewMem(), "", WriterOptions{})
+	require.ErrorIs(t, err, ErrInvalidOptions)
+	_, err = Create(vfs.NewMem(), "x", WriterOptions{BlockSize: -1})
+	require.ErrorIs(t, err, ErrInvalidOptions)
+	_, err = Open(nil, "x", ReaderOptions{})
+	require.ErrorIs(t, err, ErrInvalidOptions)
+	_, err = Open(vfs.NewMem(), "missing", ReaderOptions{})
+	require.Error(t, err)
+
+	fs := vfs.NewMem()
+	f, err := fs.Create("garbage", vfs.WriteCategoryUnspecified)
+	require.NoError(t, err)
+	_, err = f.Write(make([]byte, 1000))
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	_, err = Open(fs, "garbage", ReaderOptions{})
+	require.ErrorIs(t, err, ErrCorrupt)
+
+	w, err := Create(fs, "ab.sst", WriterOptions{Policy: filterpolicy.NewBloom(10)})
+	require.NoError(t, err)
+	require.NoError(t, w.Add(InternalKey{UserKey: []byte("a"), Seq: 1, Kind: KindSet}, nil))
+	require.NoError(t, w.Abort())
+	_, err = fs.Stat("ab.sst")
+	require.Error(t, err)
+	require.ErrorIs(t, w.Abort(), ErrClosed)
+}

@@ -1,0 +1,195 @@
+package sstable
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"path/filepath"
+
+	"github.com/adaptkv/adaptkv/adaptive"
+	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Adaptive state file layout (little-endian):
+//
+//	0  4  magic "akvs"
+//	4  1  version (1)
+//	5  1  filter kind
+//	6  2  reserved, zero
+//	8  8  filter seed           } bind the state to one table: a state file
+//	16 4  filter block checksum } of another table (different random seed,
+//	20 8  table file size       } block checksum or size) is rejected
+//	28 4  payload length
+//	32 .. payload: the adaptive filter's MarshalBinary (local state)
+//	.. 4  crc32c of everything before it
+const (
+	stateHeaderSize = 32
+	stateVersion    = 1
+	maxStateSize    = 1 << 31
+)
+
+var stateMagic = [4]byte{'a', 'k', 'v', 's'}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func (r *Reader) encodeState(payload []byte) []byte {
+	b := make([]byte, stateHeaderSize, stateHeaderSize+len(payload)+4)
+	copy(b, stateMagic[:])
+	b[4] = stateVersion
+	b[5] = byte(r.hdr.Kind)
+	binary.LittleEndian.PutUint64(b[8:], r.hdr.Seed)
+	binary.LittleEndian.PutUint32(b[16:], r.hdr.Checksum)
+	binary.LittleEndian.PutUint64(b[20:], r.tableSize)
+	binary.LittleEndian.PutUint32(b[28:], uint32(len(payload)))
+	b = append(b, payload...)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// decodeState validates a state file against this table and returns its payload.
+func (r *Reader) decodeState(b []byte) ([]byte, error) {
+	if len(b) < stateHeaderSize+4 {
+		return nil, fmt.Errorf("state file of %d bytes is truncated", len(b))
+	}
+	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
+	if crc32.Checksum(body, castagnoli) != sum {
+		return nil, fmt.Errorf("state file checksum mismatch")
+	}
+	if [4]byte(b[0:4]) != stateMagic {
+		return nil, fmt.Errorf("bad state file magic %q", b[0:4])
+	}
+	if b[4] != stateVersion {
+		return nil, fmt.Errorf("state file version %d not supported", b[4])
+	}
+	if filterpolicy.KindCode(b[5]) != r.hdr.Kind || binary.LittleEndian.Uint64(b[8:]) != r.hdr.Seed ||
+		binary.LittleEndian.Uint32(b[16:]) != r.hdr.Checksum || binary.LittleEndian.Uint64(b[20:]) != r.tableSize {
+		return nil, fmt.Errorf("state file belongs to another table")
+	}
+	n := int(binary.LittleEndian.Uint32(b[28:]))
+	if n != len(body)-stateHeaderSize {
+		return nil, fmt.Errorf("state payload length %d, file holds %d", n, len(body)-stateHeaderSize)
+	}
+	return body[stateHeaderSize:], nil
+}
+
+// loadState replaces the pristine adaptive filter by the saved one, if a
+// valid state file for this table exists.
+func (r *Reader) loadState() {
+	if r.opts.StatePath == "" {
+		return
+	}
+	f, err := r.fs.Open(r.opts.StatePath)
+	if err != nil {
+		r.stateErr = fmt.Errorf("%w: %w", ErrNoState, err)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		r.stateErr = fmt.Errorf("%w: %w", ErrStateCorrupt, err)
+		return
+	}
+	if st.Size() > maxStateSize {
+		r.stateErr = fmt.Errorf("%w: state file of %d bytes", ErrStateCorrupt, st.Size())
+		return
+	}
+	b := make([]byte, st.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
+		r.stateErr = fmt.Errorf("%w: %w", ErrStateCorrupt, err)
+		return
+	}
+	payload, err := r.decodeState(b)
+	if err != nil {
+		r.stateErr = fmt.Errorf("%w: %s: %w", ErrStateCorrupt, r.opts.StatePath, err)
+		return
+	}
+	var rem adaptive.Remote
+	if r.remote != nil {
+		rem = r.remote
+	}
+	f2, err := filterpolicy.DecodeLocal(r.hdr, payload, rem)
+	if err != nil {
+		r.stateErr = fmt.Errorf("%w: %s: %w", ErrStateCorrupt, r.opts.StatePath, err)
+		return
+	}
+	af, ok := f2.(filterpolicy.AdaptiveFilter)
+	if !ok {
+		r.stateErr = fmt.Errorf("%w: state decodes to a static filter", ErrStateCorrupt)
+		return
+	}
+	r.filter, r.adaptive = af, af
+}
+
+// SaveState atomically persists the adaptive filter's state to StatePath
+// (temp file, fsync, rename, directory fsync). It is a no-op for static
+// filters, without StatePath, or when nothing changed since the last save.
+func (r *Reader) SaveState() error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.closed {
+		return ErrClosed
+	}
+	return r.saveStateLocked()
+}
+
+func (r *Reader) saveStateLocked() error {
+	if r.adaptive == nil || r.opts.StatePath == "" {
+		return nil
+	}
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
+	n := r.adaptations.Load()
+	if n == r.savedAdapt.Load() {
+		return nil
+	}
+	payload, err := r.adaptive.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("sstable: encoding adaptive state: %w", err)
+	}
+	if err := writeFileAtomic(r.fs, r.opts.StatePath, r.encodeState(payload)); err != nil {
+		return err
+	}
+	r.savedAdapt.Store(n)
+	return nil
+}
+
+func writeFileAtomic(fs vfs.FS, path string, data []byte) (err error) {
+	tmp := path + ".tmp"
+	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = fs.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = fs.Rename(tmp, path); err != nil {
+		return err
+	}
+	dir, derr := fs.OpenDir(filepath.Dir(path))
+	if derr != nil {
+		return derr
+	}
+	err = dir.Sync()
+	return firstErr(err, dir.Close())
+}
+
+func firstErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,249 @@
+package sstable
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	psst "github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// TableFormat is the Pebble table format every table is written in.
+const TableFormat = psst.TableFormatPebblev5
+
+// MaxSeq is the largest sequence number a key may carry (Pebble's trailer
+// holds seq<<8|kind in 64 bits).
+const MaxSeq = 1<<56 - 1
+
+// WriterOptions configure Create.
+type WriterOptions struct {
+	// Policy is the filter policy (nil or "none": no filter block).
+	Policy filterpolicy.Policy
+	// BlockSize is the target data block size (default 4096).
+	BlockSize int
+	// FilterSeed fixes the filter's seed (0: the policy's seed source).
+	FilterSeed uint64
+}
+
+// TableInfo describes a finished table.
+type TableInfo struct {
+	Size, NumEntries  uint64
+	Smallest, Largest InternalKey
+}
+
+// Writer writes one table. It is not safe for concurrent use.
+type Writer struct {
+	fs       vfs.FS
+	path     string
+	w        *abortableWritable
+	rw       psst.RawWriter
+	wp       *filterpolicy.WriterPolicy
+	n        uint64
+	smallest InternalKey
+	last     InternalKey
+	lastBuf  []byte
+	closed   bool
+	err      error
+}
+
+// Create creates the table file path on fs and returns its writer.
+func Create(fs vfs.FS, path string, opts WriterOptions) (*Writer, error) {
+	if fs == nil {
+		return nil, fmt.Errorf("%w: nil vfs.FS", ErrInvalidOptions)
+	}
+	if path == "" {
+		return nil, fmt.Errorf("%w: empty path", ErrInvalidOptions)
+	}
+	if opts.BlockSize < 0 {
+		return nil, fmt.Errorf("%w: BlockSize %d", ErrInvalidOptions, opts.BlockSize)
+	}
+	if opts.BlockSize == 0 {
+		opts.BlockSize = 4096
+	}
+	var wp *filterpolicy.WriterPolicy
+	if opts.Policy != nil && opts.Policy.Kind() != "none" {
+		var err error
+		if wp, err = filterpolicy.ForTable(opts.Policy, opts.FilterSeed); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+		}
+	}
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return nil, err
+	}
+	aw := &abortableWritable{Writable: objstorageprovider.NewFileWritable(f)}
+	wo := psst.WriterOptions{
+		BlockSize:          opts.BlockSize,
+		Comparer:           pebble.DefaultComparer,
+		Compression:        psst.SnappyCompression,
+		TableFormat:        TableFormat,
+		DisableValueBlocks: true,
+	}
+	if wp != nil {
+		wo.FilterPolicy = wp
+		wo.FilterType = psst.TableFilter
+	}
+	return &Writer{fs: fs, path: path, w: aw, rw: psst.NewWriter(aw, wo).Raw(), wp: wp}, nil
+}
+
+// Add appends a key. Keys must arrive in strictly increasing internal-key
+// order: user key ascending, then sequence number descending, then kind
+// descending. The key and value are copied.
+func (w *Writer) Add(key InternalKey, value []byte) error {
+	if w.closed {
+		return ErrClosed
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if key.Seq > MaxSeq {
+		return fmt.Errorf("%w: sequence number %d exceeds %d", ErrInvalidKey, key.Seq, uint64(MaxSeq))
+	}
+	if key.Kind != KindSet && key.Kind != KindDelete {
+		return fmt.Errorf("%w: kind %d", ErrInvalidKey, key.Kind)
+	}
+	if w.n > 0 && compareInternal(w.last, key) >= 0 {
+		return fmt.Errorf("%w: %q#%d,%d after %q#%d,%d", ErrOutOfOrder,
+			key.UserKey, key.Seq, key.Kind, w.last.UserKey, w.last.Seq, w.last.Kind)
+	}
+	if key.Kind == KindDelete {
+		value = nil
+	}
+	ik := pebble.MakeInternalKey(key.UserKey, pebble.SeqNum(key.Seq), pebble.InternalKeyKind(key.Kind))
+	if err := w.rw.Add(ik, value, false); err != nil {
+		w.err = err
+		return err
+	}
+	if w.n == 0 {
+		w.smallest = InternalKey{UserKey: bytes.Clone(key.UserKey), Seq: key.Seq, Kind: key.Kind}
+		if w.smallest.UserKey == nil {
+			w.smallest.UserKey = []byte{}
+		}
+	}
+	w.lastBuf = append(w.lastBuf[:0], key.UserKey...)
+	w.last = InternalKey{UserKey: w.lastBuf, Seq: key.Seq, Kind: key.Kind}
+	w.n++
+	return nil
+}
+
+// compareInternal orders internal keys: user key ascending, then sequence
+// number descending, then kind descending.
+func compareInternal(a, b InternalKey) int {
+	if c := bytes.Compare(a.UserKey, b.UserKey); c != 0 {
+		return c
+	}
+	switch {
+	case a.Seq > b.Seq:
+		return -1
+	case a.Seq < b.Seq:
+		return 1
+	case a.Kind > b.Kind:
+		return -1
+	case a.Kind < b.Kind:
+		return 1
+	}
+	return 0
+}
+
+// EstimatedSize is the approximate size of the table if closed now.
+func (w *Writer) EstimatedSize() uint64 {
+	if w.closed {
+		return 0
+	}
+	return w.rw.EstimatedSize()
+}
+
+// Close finishes the table (data, index, filter block with its remote
+// representation), syncs and closes the file. A failed filter build fails
+// Close and removes the file.
+func (w *Writer) Close() (TableInfo, error) {
+	if w.closed {
+		return TableInfo{}, ErrClosed
+	}
+	w.closed = true
+	if w.err != nil {
+		w.abort()
+		return TableInfo{}, w.err
+	}
+	if err := w.rw.Close(); err != nil {
+		_ = w.fs.Remove(w.path)
+		return TableInfo{}, err
+	}
+	if w.wp != nil {
+		if err := w.wp.Err(); err != nil {
+			_ = w.fs.Remove(w.path)
+			return TableInfo{}, err
+		}
+	}
+	md, err := w.rw.Metadata()
+	if err != nil {
+		return TableInfo{}, err
+	}
+	info := TableInfo{Size: md.Size, NumEntries: w.n, Smallest: w.smallest}
+	if w.n > 0 {
+		info.Largest = InternalKey{UserKey: bytes.Clone(w.last.UserKey), Seq: w.last.Seq, Kind: w.last.Kind}
+		if info.Largest.UserKey == nil {
+			info.Largest.UserKey = []byte{}
+		}
+	}
+	return info, nil
+}
+
+// Abort abandons the table: it closes and removes the file.
+func (w *Writer) Abort() error {
+	if w.closed {
+		return ErrClosed
+	}
+	w.closed = true
+	w.abort()
+	if err := w.fs.Remove(w.path); err != nil && !errors.Is(err, errNotExist) {
+		return err
+	}
+	return nil
+}
+
+func (w *Writer) abort() {
+	w.w.aborted = true
+	_ = w.rw.Close() // stops Pebble's write goroutine; every write now fails fast
+	w.w.abortOnce()
+}
+
+var errAborted = errors.New("sstable: writer aborted")
+
+// abortableWritable lets Abort stop a table mid-write: once aborted, writes
+// fail and Finish closes the file without syncing.
+type abortableWritable struct {
+	objstorage.Writable
+	aborted bool
+	done    bool
+}
+
+func (a *abortableWritable) Write(p []byte) error {
+	if a.aborted {
+		return errAborted
+	}
+	return a.Writable.Write(p)
+}
+
+func (a *abortableWritable) Finish() error {
+	if a.aborted {
+		a.abortOnce()
+		return errAborted
+	}
+	a.done = true
+	return a.Writable.Finish()
+}
+
+func (a *abortableWritable) Abort() { a.abortOnce() }
+
+func (a *abortableWritable) abortOnce() {
+	if !a.done {
+		a.done = true
+		a.Writable.Abort()
+	}
+}
