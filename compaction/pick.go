@@ -1,0 +1,445 @@
+package compaction
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+)
+
+// Defaults of Options (used for zero fields).
+const (
+	// DefaultL0Trigger is the number of L0 tables that triggers an L0
+	// compaction (Pebble's L0CompactionThreshold is 4 too).
+	DefaultL0Trigger = 4
+	// DefaultLevelRatio is the size ratio between consecutive levels.
+	DefaultLevelRatio = 10
+	// DefaultBaseLevelBytes is the target size of L1: 64 MiB, as in Pebble's
+	// LBaseMaxBytes and RocksDB's max_bytes_for_level_base. With ratio 10
+	// the levels hold 64 MiB, 640 MiB, 6.4 GiB, ... up to 6.4 TiB at L6,
+	// which covers an embedded store while keeping L1 small enough that an
+	// L0->L1 compaction stays short.
+	DefaultBaseLevelBytes = 64 << 20
+	// DefaultTargetFileSize is the default size at which Run cuts output
+	// tables (Pebble's default for its base level): 2 MiB.
+	DefaultTargetFileSize = 2 << 20
+)
+
+// Options configure picking. Zero fields take the defaults above.
+type Options struct {
+	// L0Trigger is the number of L0 tables at which L0 scores 1.
+	L0Trigger int
+	// LevelRatio is the ratio between the target sizes of L(n+1) and Ln.
+	LevelRatio float64
+	// BaseLevelBytes is the target size of L1.
+	BaseLevelBytes uint64
+	// TargetFileSize is the output table size for Run (RunOptions); Pick
+	// does not use it.
+	TargetFileSize uint64
+}
+
+// Validate reports options that cannot be used, wrapping ErrInvalidOptions.
+// Zero fields are valid (they take the defaults).
+func (o Options) Validate() error {
+	if o.L0Trigger < 0 {
+		return fmt.Errorf("%w: L0Trigger %d < 0", ErrInvalidOptions, o.L0Trigger)
+	}
+	if o.LevelRatio != 0 && !(o.LevelRatio >= 1 && o.LevelRatio <= 1000) {
+		return fmt.Errorf("%w: LevelRatio %v outside [1, 1000]", ErrInvalidOptions, o.LevelRatio)
+	}
+	return nil
+}
+
+// WithDefaults returns o with zero (and invalid) fields set to the defaults.
+func (o Options) WithDefaults() Options {
+	if o.L0Trigger <= 0 {
+		o.L0Trigger = DefaultL0Trigger
+	}
+	if !(o.LevelRatio >= 1 && o.LevelRatio <= 1000) {
+		o.LevelRatio = DefaultLevelRatio
+	}
+	if o.BaseLevelBytes == 0 {
+		o.BaseLevelBytes = DefaultBaseLevelBytes
+	}
+	if o.TargetFileSize == 0 {
+		o.TargetFileSize = DefaultTargetFileSize
+	}
+	return o
+}
+
+// LevelTarget returns the target size of level (1..NumLevels-1):
+// BaseLevelBytes * LevelRatio^(level-1). Zero fields take the defaults.
+func (o Options) LevelTarget(level int) uint64 {
+	o = o.WithDefaults()
+	t := float64(o.BaseLevelBytes) * math.Pow(o.LevelRatio, float64(level-1))
+	if t >= math.MaxUint64 {
+		return math.MaxUint64
+	}
+	return uint64(t)
+}
+
+// Plan is a compaction to run: the Inputs of Level are merged with the
+// Overlapping tables of OutputLevel and written to OutputLevel.
+type Plan struct {
+	Level, OutputLevel int
+	// Inputs are the tables of Level, in the order of the level's slice.
+	Inputs []*TableMeta
+	// Overlapping are the tables of OutputLevel (when it differs from Level)
+	// whose user key range overlaps the inputs', in key order.
+	Overlapping []*TableMeta
+	// Manual is set for plans made by PickRange.
+	Manual bool
+	// Score is the score of Level when Pick chose it (0 for manual plans).
+	Score float64
+}
+
+// Tables returns Inputs followed by Overlapping.
+func (p *Plan) Tables() []*TableMeta {
+	return append(slices.Clip(p.Inputs), p.Overlapping...)
+}
+
+// UserKeyRange returns the smallest and largest user keys of the plan's
+// tables; the outputs of the plan lie within it.
+func (p *Plan) UserKeyRange() (smallest, largest []byte) {
+	return keyRange(p.Tables())
+}
+
+// IsBottommost reports whether no level below the plan's output level holds
+// a table overlapping the plan's user key range, i.e. whether Run may drop
+// tombstones (RunOptions.DropTombstones).
+func (p *Plan) IsBottommost(levels [NumLevels][]*TableMeta) bool {
+	lo, hi := p.UserKeyRange()
+	for l := p.OutputLevel + 1; l < NumLevels; l++ {
+		for _, t := range levels[l] {
+			if overlaps(t, lo, hi) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Scores returns the compaction score of each level: for L0 the number of
+// tables not busy over L0Trigger; for L1..L5 the size of the tables not
+// busy over the level's target size; 0 for the last level, which has no
+// level to compact into. (Busy tables are leaving their level already.)
+func Scores(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint64) bool) [NumLevels]float64 {
+	opts = opts.WithDefaults()
+	busy = orNotBusy(busy)
+	var s [NumLevels]float64
+	n := 0
+	for _, t := range levels[0] {
+		if !busy(t.FileNum) {
+			n++
+		}
+	}
+	s[0] = float64(n) / float64(opts.L0Trigger)
+	for l := 1; l < NumLevels-1; l++ {
+		var size uint64
+		for _, t := range levels[l] {
+			if !busy(t.FileNum) {
+				size += t.Size
+			}
+		}
+		s[l] = float64(size) / float64(opts.LevelTarget(l))
+	}
+	return s
+}
+
+// Pick chooses the next automatic compaction, or returns nil when no level
+// needs one (or every candidate is blocked by busy tables).
+//
+// Levels L1..L6 must each be sorted by Smallest and non-overlapping
+// (CheckLevels); L0 may be in any order and its tables may overlap. busy
+// reports the tables of running compactions (inputs and overlapping tables
+// of every running plan); nil means none. Invalid option values are
+// replaced by the defaults (check them once with Options.Validate).
+//
+// The levels with score >= 1 (Scores) are tried from the highest score
+// down, ties to the upper level:
+//   - L0: the tables are grouped into sets that overlap transitively (by
+//     user key); sets holding a busy table are skipped; the set with the
+//     most tables (ties: the one with the oldest table, lowest FileNum) is
+//     compacted with the L1 tables it overlaps.
+//   - Ln, n >= 1: each table not busy is a candidate, widened to its
+//     neighbours that share a boundary user key, with the tables of L(n+1)
+//     that overlap it (widened the same way). Among the candidates whose
+//     tables are all free, the one with the smallest ratio of overlapping
+//     bytes to input bytes is picked (Pebble's and RocksDB's "min
+//     overlapping ratio", which keeps write amplification low), ties to the
+//     smaller key. The choice is stateless: no round-robin pointer.
+//
+// A plan never takes a busy table, so it never overlaps a running
+// compaction at its output level: a running compaction's output lies
+// within the range of its tables, and any table of the output level in a
+// plan's range is one of its Overlapping tables.
+func Pick(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint64) bool) *Plan {
+	busy = orNotBusy(busy)
+	scores := Scores(levels, opts, busy)
+	order := make([]int, 0, NumLevels)
+	for l, s := range scores {
+		if s >= 1 {
+			order = append(order, l)
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool { return scores[order[i]] > scores[order[j]] })
+	for _, l := range order {
+		var p *Plan
+		if l == 0 {
+			p = pickL0(levels, busy)
+		} else {
+			p = pickLevel(levels, l, busy)
+		}
+		if p != nil {
+			p.Score = scores[l]
+			return p
+		}
+	}
+	return nil
+}
+
+func pickL0(levels [NumLevels][]*TableMeta, busy func(uint64) bool) *Plan {
+	var best []*TableMeta
+	var bestOldest uint64
+	for _, comp := range l0Components(levels[0]) {
+		if anyBusy(comp, busy) {
+			continue
+		}
+		oldest := comp[0].FileNum
+		for _, t := range comp {
+			oldest = min(oldest, t.FileNum)
+		}
+		if best == nil || len(comp) > len(best) || (len(comp) == len(best) && oldest < bestOldest) {
+			// Check the L1 side before preferring this set.
+			lo, hi := keyRange(comp)
+			if anyBusy(overlapping(levels[1], lo, hi), busy) {
+				continue
+			}
+			best, bestOldest = comp, oldest
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	lo, hi := keyRange(best)
+	return &Plan{Level: 0, OutputLevel: 1, Inputs: inLevelOrder(levels[0], best), Overlapping: overlapping(levels[1], lo, hi)}
+}
+
+func pickLevel(levels [NumLevels][]*TableMeta, level int, busy func(uint64) bool) *Plan {
+	tables := levels[level]
+	var best *Plan
+	bestRatio := math.Inf(1)
+	for i, t := range tables {
+		if busy(t.FileNum) {
+			continue
+		}
+		a, b := expandBoundary(tables, i, i)
+		inputs := tables[a : b+1]
+		if best != nil && inputs[0] == best.Inputs[0] {
+			continue // same widened candidate as the previous seed
+		}
+		if anyBusy(inputs, busy) {
+			continue
+		}
+		lo, hi := keyRange(inputs)
+		over := overlapping(levels[level+1], lo, hi)
+		if anyBusy(over, busy) {
+			continue
+		}
+		ratio := float64(sumSize(over)) / float64(max(sumSize(inputs), 1))
+		if ratio < bestRatio {
+			bestRatio = ratio
+			best = &Plan{Level: level, OutputLevel: level + 1, Inputs: inputs, Overlapping: over}
+		}
+	}
+	if best != nil {
+		best.Inputs = slices.Clone(best.Inputs)
+	}
+	return best
+}
+
+// PickRange returns the manual compaction of the tables of level whose user
+// keys overlap [start, end] (nil bounds are unbounded), or nil when there is
+// none or it cannot run now (see TryPickRange for the reason). The inputs
+// are widened as in Pick (L0: every table overlapping them transitively;
+// Ln: neighbours sharing a boundary user key) and compacted with their
+// overlapping tables of level+1; the last level compacts into itself.
+func PickRange(levels [NumLevels][]*TableMeta, level int, start, end []byte, busy func(uint64) bool) *Plan {
+	p, _ := TryPickRange(levels, level, start, end, busy)
+	return p
+}
+
+// TryPickRange is PickRange that tells why there is no plan: (nil, nil) when
+// level holds no table in the range, ErrBusy when a needed table is in a
+// running compaction (retry after it ends), ErrInvalidLevel for a level
+// outside [0, NumLevels), ErrInvalidOptions for start > end.
+func TryPickRange(levels [NumLevels][]*TableMeta, level int, start, end []byte, busy func(uint64) bool) (*Plan, error) {
+	if level < 0 || level >= NumLevels {
+		return nil, fmt.Errorf("%w: %d", ErrInvalidLevel, level)
+	}
+	if start != nil && end != nil && bytes.Compare(start, end) > 0 {
+		return nil, fmt.Errorf("%w: range start %q > end %q", ErrInvalidOptions, start, end)
+	}
+	busy = orNotBusy(busy)
+	p := &Plan{Level: level, OutputLevel: min(level+1, NumLevels-1), Manual: true}
+	if level == 0 {
+		for _, comp := range l0Components(levels[0]) {
+			for _, t := range comp {
+				if overlaps(t, start, end) {
+					p.Inputs = append(p.Inputs, comp...)
+					break
+				}
+			}
+		}
+		p.Inputs = inLevelOrder(levels[0], p.Inputs)
+	} else {
+		p.Inputs = overlapping(levels[level], start, end)
+	}
+	if len(p.Inputs) == 0 {
+		return nil, nil
+	}
+	if p.OutputLevel != level {
+		lo, hi := keyRange(p.Inputs)
+		p.Overlapping = overlapping(levels[p.OutputLevel], lo, hi)
+	}
+	if anyBusy(p.Inputs, busy) || anyBusy(p.Overlapping, busy) {
+		return nil, ErrBusy
+	}
+	return p, nil
+}
+
+// CheckLevels verifies the shape Pick relies on: every table has Smallest
+// <= Largest, and L1..L6 are sorted by Smallest with no two tables sharing
+// an internal key (tables may share a boundary user key). It returns an
+// error wrapping ErrInvalidOptions describing the first violation.
+func CheckLevels(levels [NumLevels][]*TableMeta) error {
+	for l, tables := range levels {
+		for i, t := range tables {
+			if t == nil {
+				return fmt.Errorf("%w: L%d table %d is nil", ErrInvalidOptions, l, i)
+			}
+			if compareInternal(t.Smallest, t.Largest) > 0 {
+				return fmt.Errorf("%w: L%d table %d: smallest key after largest", ErrInvalidOptions, l, t.FileNum)
+			}
+			if l > 0 && i > 0 && compareInternal(tables[i-1].Largest, t.Smallest) >= 0 {
+				return fmt.Errorf("%w: L%d tables %d and %d overlap or are out of order",
+					ErrInvalidOptions, l, tables[i-1].FileNum, t.FileNum)
+			}
+		}
+	}
+	return nil
+}
+
+func orNotBusy(busy func(uint64) bool) func(uint64) bool {
+	if busy == nil {
+		return func(uint64) bool { return false }
+	}
+	return busy
+}
+
+func anyBusy(tables []*TableMeta, busy func(uint64) bool) bool {
+	for _, t := range tables {
+		if busy(t.FileNum) {
+			return true
+		}
+	}
+	return false
+}
+
+func sumSize(tables []*TableMeta) uint64 {
+	var s uint64
+	for _, t := range tables {
+		s += t.Size
+	}
+	return s
+}
+
+// overlaps reports whether t's user key range meets [lo, hi] (nil bounds
+// are unbounded).
+func overlaps(t *TableMeta, lo, hi []byte) bool {
+	return (lo == nil || bytes.Compare(t.Largest.UserKey, lo) >= 0) &&
+		(hi == nil || bytes.Compare(t.Smallest.UserKey, hi) <= 0)
+}
+
+// keyRange returns the smallest and largest user keys of tables.
+func keyRange(tables []*TableMeta) (lo, hi []byte) {
+	for i, t := range tables {
+		if i == 0 || bytes.Compare(t.Smallest.UserKey, lo) < 0 {
+			lo = t.Smallest.UserKey
+		}
+		if i == 0 || bytes.Compare(t.Largest.UserKey, hi) > 0 {
+			hi = t.Largest.UserKey
+		}
+	}
+	return lo, hi
+}
+
+// overlapping returns the tables of a sorted, non-overlapping level whose
+// user keys meet [lo, hi], widened to neighbours sharing a boundary user key.
+func overlapping(tables []*TableMeta, lo, hi []byte) []*TableMeta {
+	a := 0
+	if lo != nil {
+		a = sort.Search(len(tables), func(i int) bool { return bytes.Compare(tables[i].Largest.UserKey, lo) >= 0 })
+	}
+	b := a - 1
+	for b+1 < len(tables) && overlaps(tables[b+1], lo, hi) {
+		b++
+	}
+	if b < a {
+		return nil
+	}
+	a, b = expandBoundary(tables, a, b)
+	return slices.Clone(tables[a : b+1])
+}
+
+// expandBoundary widens tables[a..b] of a sorted level so that no user key
+// has versions both inside and outside it: adjacent tables whose boundary
+// user keys are equal go together.
+func expandBoundary(tables []*TableMeta, a, b int) (int, int) {
+	for a > 0 && bytes.Equal(tables[a-1].Largest.UserKey, tables[a].Smallest.UserKey) {
+		a--
+	}
+	for b+1 < len(tables) && bytes.Equal(tables[b].Largest.UserKey, tables[b+1].Smallest.UserKey) {
+		b++
+	}
+	return a, b
+}
+
+// l0Components groups L0 tables into maximal sets that overlap transitively
+// by user key (a sweep over the tables sorted by smallest user key).
+func l0Components(l0 []*TableMeta) [][]*TableMeta {
+	sorted := slices.Clone(l0)
+	slices.SortStableFunc(sorted, func(a, b *TableMeta) int {
+		return bytes.Compare(a.Smallest.UserKey, b.Smallest.UserKey)
+	})
+	var comps [][]*TableMeta
+	var hi []byte
+	for _, t := range sorted {
+		if len(comps) > 0 && bytes.Compare(t.Smallest.UserKey, hi) <= 0 {
+			comps[len(comps)-1] = append(comps[len(comps)-1], t)
+			if bytes.Compare(t.Largest.UserKey, hi) > 0 {
+				hi = t.Largest.UserKey
+			}
+			continue
+		}
+		comps = append(comps, []*TableMeta{t})
+		hi = t.Largest.UserKey
+	}
+	return comps
+}
+
+// inLevelOrder returns the tables of set in the order they have in level.
+func inLevelOrder(level, set []*TableMeta) []*TableMeta {
+	in := make(map[*TableMeta]bool, len(set))
+	for _, t := range set {
+		in[t] = true
+	}
+	out := make([]*TableMeta, 0, len(set))
+	for _, t := range level {
+		if in[t] {
+			out = append(out, t)
+		}
+	}
+	return out
+}

@@ -1,0 +1,492 @@
+package compaction
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adaptkv/adaptkv/sstable"
+)
+
+// tm makes a table over user keys [lo, hi] (seqs 100 and 1).
+func tm(fileNum, size uint64, lo, hi string) *TableMeta {
+	return &TableMeta{
+		FileNum:  fileNum,
+		Size:     size,
+		Smallest: sstable.InternalKey{UserKey: []byte(lo), Seq: 100, Kind: sstable.KindSet},
+		Largest:  sstable.InternalKey{UserKey: []byte(hi), Seq: 1, Kind: sstable.KindSet},
+	}
+}
+
+func busySet(nums ...uint64) func(uint64) bool {
+	return func(n uint64) bool { return slices.Contains(nums, n) }
+}
+
+func fileNums(ts []*TableMeta) []uint64 {
+	var out []uint64
+	for _, t := range ts {
+		out = append(out, t.FileNum)
+	}
+	return out
+}
+
+const mib = 1 << 20
+
+func TestOptions(t *testing.T) {
+	d := Options{}.WithDefaults()
+	require.Equal(t, Options{L0Trigger: 4, LevelRatio: 10, BaseLevelBytes: 64 * mib, TargetFileSize: 2 * mib}, d)
+	require.NoError(t, Options{}.Validate())
+	require.ErrorIs(t, Options{L0Trigger: -1}.Validate(), ErrInvalidOptions)
+	require.ErrorIs(t, Options{LevelRatio: 0.5}.Validate(), ErrInvalidOptions)
+	require.ErrorIs(t, Options{LevelRatio: 1e9}.Validate(), ErrInvalidOptions)
+	require.Equal(t, uint64(64*mib), Options{}.LevelTarget(1))
+	require.Equal(t, uint64(640*mib), Options{}.LevelTarget(2))
+	require.Equal(t, uint64(6400*mib), Options{}.LevelTarget(3))
+	require.Equal(t, uint64(3000), Options{BaseLevelBytes: 1000, LevelRatio: 3}.LevelTarget(2))
+}
+
+func TestPickL0Trigger(t *testing.T) {
+	var levels [NumLevels][]*TableMeta
+	levels[0] = []*TableMeta{tm(10, 1, "a", "f"), tm(11, 1, "e", "k"), tm(12, 1, "c", "d")}
+	levels[1] = []*TableMeta{tm(1, 5, "a", "b"), tm(2, 5, "c", "h"), tm(3, 5, "x", "z")}
+	require.Nil(t, Pick(levels, Options{}, nil), "3 L0 tables < trigger 4")
+	require.Equal(t, 0.75, Scores(levels, Options{}, nil)[0])
+
+	levels[0] = append(levels[0], tm(13, 1, "j", "m"))
+	p := Pick(levels, Options{}, nil)
+	require.NotNil(t, p)
+	require.Equal(t, 0, p.Level)
+	require.Equal(t, 1, p.OutputLevel)
+	require.False(t, p.Manual)
+	require.Equal(t, 1.0, p.Score)
+	require.Equal(t, []uint64{10, 11, 12, 13}, fileNums(p.Inputs))
+	require.Equal(t, []uint64{1, 2}, fileNums(p.Overlapping))
+	lo, hi := p.UserKeyRange()
+	require.Equal(t, "a", string(lo))
+	require.Equal(t, "m", string(hi))
+
+	// A custom trigger.
+	require.Nil(t, Pick(levels, Options{L0Trigger: 5}, nil))
+}
+
+func TestPickL0Components(t *testing.T) {
+	var levels [NumLevels][]*TableMeta
+	// Two transitive groups: {20,21,22} over [a,g] (21 bridges 20 and 22),
+	// {23,24} over [p,t]; and 25 alone at [x,y].
+	levels[0] = []*TableMeta{tm(20, 1, "a", "c"), tm(21, 1, "c", "e"), tm(22, 1, "e", "g"),
+		tm(23, 1, "p", "r"), tm(24, 1, "q", "t"), tm(25, 1, "x", "y")}
+	levels[1] = []*TableMeta{tm(1, 5, "b", "d"), tm(2, 5, "h", "o"), tm(3, 5, "s", "u"), tm(4, 5, "x", "x")}
+
+	p := Pick(levels, Options{}, nil)
+	require.Equal(t, []uint64{20, 21, 22}, fileNums(p.Inputs), "the largest group")
+	require.Equal(t, []uint64{1}, fileNums(p.Overlapping))
+
+	// A busy table blocks its whole group (and is not counted in L0's score).
+	p = Pick(levels, Options{L0Trigger: 2}, busySet(21))
+	require.Equal(t, []uint64{23, 24}, fileNums(p.Inputs))
+	require.Equal(t, []uint64{3}, fileNums(p.Overlapping))
+	require.Equal(t, 2.5, p.Score)
+
+	// A busy L1 table blocks the groups overlapping it.
+	p = Pick(levels, Options{L0Trigger: 2}, busySet(21, 3))
+	require.Equal(t, []uint64{25}, fileNums(p.Inputs))
+	require.Equal(t, []uint64{4}, fileNums(p.Overlapping))
+
+	// Equal group sizes: the group with the oldest table.
+	levels[0] = []*TableMeta{tm(30, 1, "a", "b"), tm(31, 1, "m", "n"), tm(29, 1, "x", "y")}
+	p = Pick(levels, Options{L0Trigger: 3}, nil)
+	require.Equal(t, []uint64{29}, fileNums(p.Inputs))
+
+	// Everything busy: nothing to do.
+	require.Nil(t, Pick(levels, Options{L0Trigger: 1}, busySet(29, 30, 31)))
+}
+
+func TestPickSizeScores(t *testing.T) {
+	opts := Options{BaseLevelBytes: 100, LevelRatio: 10}
+	var levels [NumLevels][]*TableMeta
+	levels[1] = []*TableMeta{tm(1, 40, "a", "c"), tm(2, 40, "d", "f"), tm(3, 40, "g", "i")} // 120/100
+	levels[2] = []*TableMeta{tm(10, 300, "a", "b"), tm(11, 10, "e", "e"), tm(12, 500, "h", "z")}
+	levels[3] = []*TableMeta{tm(20, 1000, "a", "z")}
+
+	s := Scores(levels, opts, nil)
+	require.InDelta(t, 1.2, s[1], 1e-9)
+	require.InDelta(t, 0.81, s[2], 1e-9)
+	require.InDelta(t, 1.0/10, s[3], 1e-9)
+
+	p := Pick(levels, opts, nil)
+	require.NotNil(t, p)
+	require.Equal(t, 1, p.Level)
+	require.Equal(t, 2, p.OutputLevel)
+	// Overlap ratios: table 1 -> 300/40, table 2 -> 10/40, table 3 -> 500/40.
+	require.Equal(t, []uint64{2}, fileNums(p.Inputs))
+	require.Equal(t, []uint64{11}, fileNums(p.Overlapping))
+
+	// Busy: table 2 is skipped, then table 1 (next smallest ratio).
+	p = Pick(levels, opts, busySet(2))
+	require.Nil(t, p, "without table 2 L1 holds 80 bytes: score < 1")
+	levels[1] = append(levels[1], tm(4, 40, "j", "k"))
+	p = Pick(levels, opts, busySet(2))
+	require.Equal(t, []uint64{1}, fileNums(p.Inputs))
+	// An overlapping busy table blocks a candidate too.
+	p = Pick(levels, opts, busySet(2, 10))
+	require.Equal(t, []uint64{3}, fileNums(p.Inputs))
+	require.Equal(t, []uint64{12}, fileNums(p.Overlapping))
+
+	// The highest score wins: make L2 score 2.
+	levels[2] = append(levels[2][:2:2], tm(12, 1690, "h", "z"))
+	p = Pick(levels, opts, nil)
+	require.Equal(t, 2, p.Level)
+	require.Equal(t, 3, p.OutputLevel)
+	require.InDelta(t, 2.0, p.Score, 1e-9)
+	// If that level is blocked, the next level with score >= 1 is used.
+	p = Pick(levels, opts, busySet(20))
+	require.Equal(t, 1, p.Level)
+
+	// The last level is never compacted by size.
+	var last [NumLevels][]*TableMeta
+	last[NumLevels-1] = []*TableMeta{tm(1, 1<<62, "a", "z")}
+	require.Equal(t, 0.0, Scores(last, Options{}, nil)[NumLevels-1])
+	require.Nil(t, Pick(last, Options{}, nil))
+}
+
+func TestPickBoundaryExpansion(t *testing.T) {
+	opts := Options{BaseLevelBytes: 10, LevelRatio: 1000}
+	k := func(fileNum, size uint64, lo string, loSeq uint64, hi string, hiSeq uint64) *TableMeta {
+		return &TableMeta{FileNum: fileNum, Size: size,
+			Smallest: sstable.InternalKey{UserKey: []byte(lo), Seq: loSeq, Kind: sstable.KindSet},
+			Largest:  sstable.InternalKey{UserKey: []byte(hi), Seq: hiSeq, Kind: sstable.KindSet}}
+	}
+	var levels [NumLevels][]*TableMeta
+	// L1: 2 and 3 share user key "f" (versions #9 in 2, #5 in 3); 3 and 4
+	// share "k". Table 3 is the cheapest seed but must take 2 and 4 along.
+	levels[1] = []*TableMeta{k(1, 10, "a", 9, "b", 9), k(2, 10, "c", 9, "f", 9), k(3, 100, "f", 5, "k", 9), k(4, 10, "k", 3, "m", 9), k(5, 10, "x", 9, "y", 9)}
+	// L2: 12 overlaps [c, m] and shares "p" with 13, which must go too.
+	levels[2] = []*TableMeta{k(11, 1000, "a", 1, "b", 1), k(12, 1, "m", 1, "p", 2), k(13, 1, "p", 1, "q", 1), k(14, 1000, "x", 1, "z", 1)}
+	require.NoError(t, CheckLevels(levels))
+
+	p := Pick(levels, opts, nil)
+	require.Equal(t, []uint64{2, 3, 4}, fileNums(p.Inputs))
+	require.Equal(t, []uint64{12, 13}, fileNums(p.Overlapping))
+
+	// If a table of the widened set is busy, the set cannot be picked.
+	p = Pick(levels, opts, busySet(4))
+	require.NotNil(t, p)
+	require.NotContains(t, fileNums(p.Inputs), uint64(3))
+	require.NotContains(t, fileNums(p.Inputs), uint64(2))
+	p = Pick(levels, opts, busySet(13))
+	require.NotContains(t, fileNums(p.Inputs), uint64(3))
+
+	// Manual ranges widen the same way.
+	p = PickRange(levels, 1, []byte("g"), []byte("h"), nil)
+	require.Equal(t, []uint64{2, 3, 4}, fileNums(p.Inputs))
+	require.Equal(t, []uint64{12, 13}, fileNums(p.Overlapping))
+}
+
+func TestPickRange(t *testing.T) {
+	var levels [NumLevels][]*TableMeta
+	levels[0] = []*TableMeta{tm(30, 1, "a", "c"), tm(31, 1, "c", "e"), tm(32, 1, "m", "n")}
+	levels[1] = []*TableMeta{tm(1, 1, "b", "d"), tm(2, 1, "f", "g"), tm(3, 1, "l", "o")}
+	levels[3] = []*TableMeta{tm(10, 1, "a", "c"), tm(11, 1, "d", "f"), tm(12, 1, "g", "i")}
+	levels[4] = []*TableMeta{tm(20, 1, "c", "d"), tm(21, 1, "h", "z")}
+	levels[6] = []*TableMeta{tm(40, 1, "a", "k"), tm(41, 1, "l", "z")}
+
+	// L0: a range touching table 30 takes 31 too (they overlap), and the L1
+	// tables overlapping [a, e].
+	p := PickRange(levels, 0, []byte("a"), []byte("a"), nil)
+	require.True(t, p.Manual)
+	require.Equal(t, 0, p.Level)
+	require.Equal(t, 1, p.OutputLevel)
+	require.Equal(t, []uint64{30, 31}, fileNums(p.Inputs))
+	require.Equal(t, []uint64{1}, fileNums(p.Overlapping))
+
+	p = PickRange(levels, 0, nil, nil, nil)
+	require.Equal(t, []uint64{30, 31, 32}, fileNums(p.Inputs))
+	require.Equal(t, []uint64{1, 2, 3}, fileNums(p.Overlapping))
+
+	// L3 -> L4.
+	p = PickRange(levels, 3, []byte("e"), []byte("g"), nil)
+	require.Equal(t, 4, p.OutputLevel)
+	require.Equal(t, []uint64{11, 12}, fileNums(p.Inputs))
+	require.Equal(t, []uint64{20, 21}, fileNums(p.Overlapping))
+	p = PickRange(levels, 3, nil, []byte("b"), nil)
+	require.Equal(t, []uint64{10}, fileNums(p.Inputs))
+	require.Equal(t, []uint64{20}, fileNums(p.Overlapping))
+	p = PickRange(levels, 3, []byte("h"), nil, nil)
+	require.Equal(t, []uint64{12}, fileNums(p.Inputs))
+	require.Equal(t, []uint64{21}, fileNums(p.Overlapping))
+	// Bounds are inclusive.
+	p = PickRange(levels, 3, []byte("f"), []byte("f"), nil)
+	require.Equal(t, []uint64{11}, fileNums(p.Inputs))
+
+	// The last level compacts into itself.
+	p = PickRange(levels, 6, []byte("k"), []byte("k"), nil)
+	require.Equal(t, 6, p.Level)
+	require.Equal(t, 6, p.OutputLevel)
+	require.Equal(t, []uint64{40}, fileNums(p.Inputs))
+	require.Empty(t, p.Overlapping)
+	require.True(t, p.IsBottommost(levels))
+
+	// Nothing in range; empty level.
+	p, err := TryPickRange(levels, 3, []byte("j"), []byte("k"), nil)
+	require.NoError(t, err)
+	require.Nil(t, p)
+	require.Nil(t, PickRange(levels, 2, nil, nil, nil))
+
+	// Busy tables at either level.
+	p, err = TryPickRange(levels, 3, []byte("e"), []byte("g"), busySet(21))
+	require.ErrorIs(t, err, ErrBusy)
+	require.Nil(t, p)
+	require.Nil(t, PickRange(levels, 3, []byte("e"), []byte("g"), busySet(12)))
+	require.NotNil(t, PickRange(levels, 3, []byte("e"), []byte("g"), busySet(10, 40)))
+
+	// Bad arguments.
+	_, err = TryPickRange(levels, -1, nil, nil, nil)
+	require.ErrorIs(t, err, ErrInvalidLevel)
+	_, err = TryPickRange(levels, NumLevels, nil, nil, nil)
+	require.ErrorIs(t, err, ErrInvalidLevel)
+	_, err = TryPickRange(levels, 3, []byte("z"), []byte("a"), nil)
+	require.ErrorIs(t, err, ErrInvalidOptions)
+}
+
+func TestIsBottommost(t *testing.T) {
+	var levels [NumLevels][]*TableMeta
+	levels[1] = []*TableMeta{tm(1, 1, "c", "f")}
+	levels[2] = []*TableMeta{tm(2, 1, "a", "b")}
+	levels[5] = []*TableMeta{tm(3, 1, "g", "h")}
+	p := PickRange(levels, 1, nil, nil, nil)
+	require.True(t, p.IsBottommost(levels), "nothing below L2 overlaps [a, f]")
+	levels[4] = []*TableMeta{tm(4, 1, "f", "g")}
+	require.False(t, p.IsBottommost(levels))
+}
+
+func TestCheckLevels(t *testing.T) {
+	var levels [NumLevels][]*TableMeta
+	levels[0] = []*TableMeta{tm(1, 1, "a", "z"), tm(2, 1, "b", "c")} // L0 may overlap
+	levels[1] = []*TableMeta{tm(3, 1, "a", "c"), tm(4, 1, "d", "e")}
+	require.NoError(t, CheckLevels(levels))
+	shared3, shared4 := tm(3, 1, "a", "d"), tm(4, 1, "d", "e")
+	shared3.Largest.Seq, shared4.Smallest.Seq = 50, 10 // "d"#50 then "d"#10
+	levels[1] = []*TableMeta{shared3, shared4}
+	require.NoError(t, CheckLevels(levels), "a shared boundary user key with distinct versions is allowed")
+	levels[1] = []*TableMeta{tm(4, 1, "d", "e"), tm(3, 1, "a", "c")}
+	require.ErrorIs(t, CheckLevels(levels), ErrInvalidOptions)
+	levels[1] = []*TableMeta{tm(3, 1, "a", "e"), tm(4, 1, "d", "f")}
+	require.ErrorIs(t, CheckLevels(levels), ErrInvalidOptions)
+	levels[1] = []*TableMeta{tm(3, 1, "z", "a")}
+	require.ErrorIs(t, CheckLevels(levels), ErrInvalidOptions)
+	levels[1] = []*TableMeta{nil}
+	require.ErrorIs(t, CheckLevels(levels), ErrInvalidOptions)
+}
+
+// randLevels builds a random valid LSM shape: random L0 tables, and sorted
+// levels whose adjacent tables sometimes share a boundary user key.
+func randLevels(rng *rand.Rand) [NumLevels][]*TableMeta {
+	var levels [NumLevels][]*TableMeta
+	fileNum := uint64(1)
+	key := func(i int) string { return fmt.Sprintf("k%03d", i) }
+	for i := rng.Intn(8); i > 0; i-- {
+		a := rng.Intn(100)
+		b := a + rng.Intn(20)
+		levels[0] = append(levels[0], tm(fileNum, uint64(1+rng.Intn(100)), key(a), key(b)))
+		fileNum++
+	}
+	for l := 1; l < NumLevels; l++ {
+		pos := rng.Intn(10)
+		seq := uint64(1 << 20)
+		for pos < 120 && rng.Intn(12) != 0 {
+			lo := pos
+			hi := lo + rng.Intn(8)
+			t := tm(fileNum, uint64(1+rng.Intn(1<<uint(l+6))), key(lo), key(hi))
+			fileNum++
+			// Decreasing seqs along the level keep a shared boundary user
+			// key in internal-key order across the two tables.
+			t.Smallest.Seq, t.Largest.Seq = seq, seq-1
+			seq -= 2
+			levels[l] = append(levels[l], t)
+			if rng.Intn(3) == 0 {
+				pos = hi // next table shares the boundary user key
+			} else {
+				pos = hi + 1 + rng.Intn(10)
+			}
+		}
+	}
+	return levels
+}
+
+func TestPickRandomInvariants(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewSource(seed))
+	rounds := 3000
+	if testing.Short() {
+		rounds = 500
+	}
+	picked := 0
+	for round := 0; round < rounds; round++ {
+		levels := randLevels(rng)
+		require.NoError(t, CheckLevels(levels))
+		var busyNums []uint64
+		for l := range levels {
+			for _, tb := range levels[l] {
+				if rng.Intn(8) == 0 {
+					busyNums = append(busyNums, tb.FileNum)
+				}
+			}
+		}
+		busy := busySet(busyNums...)
+		opts := Options{L0Trigger: 1 + rng.Intn(5), BaseLevelBytes: uint64(50 + rng.Intn(300)), LevelRatio: float64(2 + rng.Intn(4))}
+		msg := fmt.Sprintf("seed %d round %d", seed, round)
+		scores := Scores(levels, opts, busy)
+
+		p := Pick(levels, opts, busy)
+		feasible := bruteFeasible(levels, busy)
+		bestScore := 0.0
+		for l := 0; l < NumLevels-1; l++ {
+			if scores[l] >= 1 && feasible[l] != nil {
+				bestScore = max(bestScore, scores[l])
+			}
+		}
+		if p == nil {
+			require.Zero(t, bestScore, "%s: Pick returned nil but a level needs and allows a compaction", msg)
+			continue
+		}
+		picked++
+		require.Equal(t, bestScore, p.Score, msg)
+		require.Equal(t, scores[p.Level], p.Score, msg)
+		checkPlan(t, levels, p, busy, msg)
+		if p.Level > 0 {
+			// Minimal overlap ratio among the feasible candidates.
+			ratio := float64(sumSize(p.Overlapping)) / float64(sumSize(p.Inputs))
+			require.InDelta(t, feasible[p.Level][0], ratio, 1e-12, msg)
+		}
+
+		// A random manual range.
+		level := rng.Intn(NumLevels)
+		var start, end []byte
+		if rng.Intn(3) > 0 {
+			start = []byte(fmt.Sprintf("k%03d", rng.Intn(130)))
+		}
+		if rng.Intn(3) > 0 {
+			end = []byte(fmt.Sprintf("k%03d", rng.Intn(130)))
+		}
+		if start != nil && end != nil && bytes.Compare(start, end) > 0 {
+			start, end = end, start
+		}
+		mp, err := TryPickRange(levels, level, start, end, busy)
+		inRange := 0
+		for _, tb := range levels[level] {
+			if overlaps(tb, start, end) {
+				inRange++
+			}
+		}
+		switch {
+		case inRange == 0:
+			require.NoError(t, err, msg)
+			require.Nil(t, mp, msg)
+		case err != nil:
+			require.ErrorIs(t, err, ErrBusy, msg)
+		default:
+			require.True(t, mp.Manual, msg)
+			require.Equal(t, min(level+1, NumLevels-1), mp.OutputLevel, msg)
+			for _, tb := range levels[level] {
+				if overlaps(tb, start, end) {
+					require.Contains(t, mp.Inputs, tb, msg)
+				}
+			}
+			checkPlan(t, levels, mp, busy, msg)
+		}
+	}
+	require.Greater(t, picked, rounds/10, "the random shapes must lead to plans")
+}
+
+// checkPlan verifies the shape of any plan: nothing busy, inputs closed
+// under the L0 overlap / boundary-user-key rules, Overlapping exactly the
+// output level's tables meeting the inputs' range plus boundary neighbours.
+func checkPlan(t *testing.T, levels [NumLevels][]*TableMeta, p *Plan, busy func(uint64) bool, msg string) {
+	require.NotEmpty(t, p.Inputs, msg)
+	for _, tb := range p.Tables() {
+		require.False(t, busy(tb.FileNum), "%s: busy table %d in plan", msg, tb.FileNum)
+	}
+	in := func(set []*TableMeta, tb *TableMeta) bool { return slices.Contains(set, tb) }
+	sharesUserKey := func(a, b *TableMeta) bool {
+		return overlaps(a, b.Smallest.UserKey, b.Largest.UserKey)
+	}
+	for _, tb := range levels[p.Level] {
+		if in(p.Inputs, tb) {
+			continue
+		}
+		for _, x := range p.Inputs {
+			require.False(t, sharesUserKey(tb, x), "%s: L%d table %d shares user keys with input %d", msg, p.Level, tb.FileNum, x.FileNum)
+		}
+	}
+	if p.OutputLevel == p.Level {
+		require.Empty(t, p.Overlapping, msg)
+		return
+	}
+	// Inputs of a sorted level are a contiguous run.
+	if p.Level > 0 {
+		i := slices.Index(levels[p.Level], p.Inputs[0])
+		require.Equal(t, p.Inputs, levels[p.Level][i:i+len(p.Inputs)], msg)
+	}
+	want := bruteOverlap(levels[p.OutputLevel], p.Inputs)
+	require.ElementsMatch(t, want, p.Overlapping, msg)
+}
+
+// closure widens set with the tables of level that share user keys with a
+// member, transitively (brute force).
+func closure(level, set []*TableMeta) []*TableMeta {
+	set = slices.Clone(set)
+	for changed := true; changed; {
+		changed = false
+		for _, tb := range level {
+			if slices.Contains(set, tb) {
+				continue
+			}
+			for _, s := range set {
+				if overlaps(tb, s.Smallest.UserKey, s.Largest.UserKey) {
+					set = append(set, tb)
+					changed = true
+					break
+				}
+			}
+		}
+	}
+	return set
+}
+
+// bruteOverlap returns the tables of level meeting the user key range of
+// set, closed under shared user keys.
+func bruteOverlap(level, set []*TableMeta) []*TableMeta {
+	lo, hi := keyRange(set)
+	var over []*TableMeta
+	for _, tb := range level {
+		if overlaps(tb, lo, hi) {
+			over = append(over, tb)
+		}
+	}
+	return closure(level, over)
+}
+
+// bruteFeasible returns, per level, nil if no compaction can start there
+// (all candidates blocked by busy tables), else a one-element slice with
+// the best overlap ratio (levels >= 1) found by brute force.
+func bruteFeasible(levels [NumLevels][]*TableMeta, busy func(uint64) bool) [NumLevels][]float64 {
+	var out [NumLevels][]float64
+	for l := 0; l < NumLevels-1; l++ {
+		for _, seed := range levels[l] {
+			set := closure(levels[l], []*TableMeta{seed})
+			over := bruteOverlap(levels[l+1], set)
+			if anyBusy(set, busy) || anyBusy(over, busy) {
+				continue
+			}
+			r := float64(sumSize(over)) / float64(sumSize(set))
+			if out[l] == nil || r < out[l][0] {
+				out[l] = []float64{r}
+			}
+		}
+	}
+	return out
+}
