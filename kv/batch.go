@@ -1,0 +1,156 @@
+package kv
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/adaptkv/adaptkv/sstable"
+)
+
+// Batch encoding (also the WAL record payload):
+//
+//	[0:8)   WAL synced offset (filled by the commit leader, see wal.go)
+//	[8:16)  sequence number of the first entry, little endian
+//	[16:20) entry count, little endian
+//	entries: kind byte, uvarint key length, key, and for a Set a uvarint
+//	value length and the value.
+//
+// Entry i of a batch gets sequence number seq+i, so a later write of the same
+// key in a batch wins.
+const batchHeaderLen = 20
+
+// Batch is a set of writes applied atomically by DB.Apply (one WAL record).
+// Set and Delete copy their arguments. A Batch is not safe for concurrent use.
+type Batch struct {
+	data  []byte
+	count uint32
+}
+
+// NewBatch returns an empty batch.
+func NewBatch() *Batch { return &Batch{} }
+
+// NewBatch returns an empty batch (a DB method too, as in Pebble).
+func (db *DB) NewBatch() *Batch { return NewBatch() }
+
+func (b *Batch) init() {
+	if len(b.data) < batchHeaderLen {
+		b.data = make([]byte, batchHeaderLen, 256)
+	}
+}
+
+func checkKey(key []byte) error {
+	if len(key) == 0 {
+		return ErrEmptyKey
+	}
+	if len(key) > MaxKeySize {
+		return fmt.Errorf("%w: %d bytes > %d", ErrKeyTooLarge, len(key), MaxKeySize)
+	}
+	return nil
+}
+
+// Set adds a write of key -> value.
+func (b *Batch) Set(key, value []byte) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if len(value) > MaxValueSize {
+		return fmt.Errorf("%w: %d bytes > %d", ErrValueTooLarge, len(value), MaxValueSize)
+	}
+	b.init()
+	b.data = append(b.data, byte(sstable.KindSet))
+	b.data = binary.AppendUvarint(b.data, uint64(len(key)))
+	b.data = append(b.data, key...)
+	b.data = binary.AppendUvarint(b.data, uint64(len(value)))
+	b.data = append(b.data, value...)
+	b.count++
+	return nil
+}
+
+// Delete adds a deletion of key.
+func (b *Batch) Delete(key []byte) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	b.init()
+	b.data = append(b.data, byte(sstable.KindDelete))
+	b.data = binary.AppendUvarint(b.data, uint64(len(key)))
+	b.data = append(b.data, key...)
+	b.count++
+	return nil
+}
+
+// Count is the number of writes in the batch.
+func (b *Batch) Count() int { return int(b.count) }
+
+// Len is the encoded size of the batch in bytes.
+func (b *Batch) Len() int { return len(b.data) }
+
+// Reset empties the batch for reuse.
+func (b *Batch) Reset() {
+	if len(b.data) >= batchHeaderLen {
+		b.data = b.data[:batchHeaderLen]
+		clear(b.data)
+	}
+	b.count = 0
+}
+
+func (b *Batch) setSeq(seq uint64) {
+	binary.LittleEndian.PutUint64(b.data[8:16], seq)
+	binary.LittleEndian.PutUint32(b.data[16:20], b.count)
+}
+
+// batchEntry is one decoded write.
+type batchEntry struct {
+	kind       sstable.Kind
+	key, value []byte
+}
+
+// decodeBatch walks an encoded batch, calling fn for each entry with its
+// sequence number. Key and value alias data. Malformed bytes return an error
+// wrapping ErrCorruption.
+func decodeBatch(data []byte, fn func(seq uint64, e batchEntry) error) (first uint64, count uint32, err error) {
+	if len(data) < batchHeaderLen {
+		return 0, 0, fmt.Errorf("%w: batch of %d bytes, header needs %d", ErrCorruption, len(data), batchHeaderLen)
+	}
+	first = binary.LittleEndian.Uint64(data[8:16])
+	count = binary.LittleEndian.Uint32(data[16:20])
+	p := data[batchHeaderLen:]
+	for i := uint32(0); i < count; i++ {
+		if len(p) < 1 {
+			return 0, 0, fmt.Errorf("%w: batch truncated at entry %d of %d", ErrCorruption, i, count)
+		}
+		var e batchEntry
+		e.kind = sstable.Kind(p[0])
+		p = p[1:]
+		if e.kind != sstable.KindSet && e.kind != sstable.KindDelete {
+			return 0, 0, fmt.Errorf("%w: batch entry %d has kind %d", ErrCorruption, i, e.kind)
+		}
+		var ok bool
+		if e.key, p, ok = readLenPrefixed(p, MaxKeySize); !ok || len(e.key) == 0 {
+			return 0, 0, fmt.Errorf("%w: batch entry %d has a bad key", ErrCorruption, i)
+		}
+		if e.kind == sstable.KindSet {
+			if e.value, p, ok = readLenPrefixed(p, MaxValueSize); !ok {
+				return 0, 0, fmt.Errorf("%w: batch entry %d has a bad value", ErrCorruption, i)
+			}
+		}
+		if fn != nil {
+			if err := fn(first+uint64(i), e); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	if len(p) != 0 {
+		return 0, 0, fmt.Errorf("%w: %d trailing bytes after batch", ErrCorruption, len(p))
+	}
+	return first, count, nil
+}
+
+func readLenPrefixed(p []byte, limit int) (v, rest []byte, ok bool) {
+	n, k := binary.Uvarint(p)
+	if k <= 0 || n > uint64(limit) || n > uint64(len(p)-k) {
+		return nil, nil, false
+	}
+	p = p[k:]
+	return p[:n:n], p[n:], true
+}

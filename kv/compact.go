@@ -1,0 +1,174 @@
+package kv
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/adaptkv/adaptkv/compaction"
+	"github.com/adaptkv/adaptkv/sstable"
+)
+
+// Compactions run one at a time (compactMu): the background loop after
+// flushes, and manual Compact calls. With a single compaction in flight no
+// table is ever busy, so Pick and PickRange get no busy function.
+
+func (db *DB) compactionOptions() compaction.Options {
+	return compaction.Options{
+		L0Trigger:      db.opts.L0CompactionThreshold,
+		LevelRatio:     db.opts.LevelSizeRatio,
+		BaseLevelBytes: db.opts.baseLevelBytes(),
+		TargetFileSize: db.opts.TargetFileSize,
+	}
+}
+
+// baseLevelBytes is the target size of L1: L0CompactionThreshold memtables'
+// worth of data, at least 4 MiB... scaled to the memtable size so that small
+// test stores still use several levels.
+func (o *Options) baseLevelBytes() uint64 {
+	b := uint64(o.MemTableSize) * uint64(o.L0CompactionThreshold) * 4
+	return max(b, 1<<20)
+}
+
+func (db *DB) compactLoop() {
+	defer db.wg.Done()
+	for {
+		select {
+		case <-db.closeCh:
+			return
+		case <-db.compactKick:
+		}
+		for {
+			select {
+			case <-db.closeCh:
+				return
+			default:
+			}
+			ran, err := db.compactOnce()
+			if err != nil {
+				db.mu.Lock()
+				db.compactErr = err
+				db.mu.Unlock()
+				break // retried after the next flush
+			}
+			if !ran {
+				break
+			}
+		}
+	}
+}
+
+// compactOnce runs the compaction Pick chooses, if any.
+func (db *DB) compactOnce() (bool, error) {
+	db.compactMu.Lock()
+	defer db.compactMu.Unlock()
+	v := db.currentVersion()
+	plan := compaction.Pick(v.levels, db.compactionOptions(), nil)
+	v.unref()
+	if plan == nil {
+		return false, nil
+	}
+	return true, db.runCompaction(plan)
+}
+
+// runCompaction merges the plan's tables into new tables of its output
+// level and installs the result. Called with compactMu held.
+func (db *DB) runCompaction(plan *compaction.Plan) error {
+	v := db.currentVersion()
+	defer v.unref()
+	tables := plan.Tables()
+	iters := make([]sstable.Iterator, 0, len(tables))
+	for _, t := range tables {
+		it, err := db.newTableIter(t.FileNum, nil, nil)
+		if err != nil {
+			for _, it := range iters {
+				it.Close()
+			}
+			return err
+		}
+		iters = append(iters, it)
+	}
+	in := compaction.NewMergingIter(iters...)
+	var outs []*tableOutput
+	metas, err := compaction.Run(in, compaction.RunOptions{
+		Snapshots:      db.snapshotSeqs(),
+		DropTombstones: plan.IsBottommost(v.levels),
+		TargetFileSize: db.opts.TargetFileSize,
+		NewOutput: func() (compaction.Output, error) {
+			o, err := db.newOutput()
+			if err == nil {
+				outs = append(outs, o)
+			}
+			return o, err
+		},
+		Cancel: db.closeCh,
+	})
+	if cerr := in.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	removeOutputs := func() {
+		for _, m := range metas {
+			_ = db.fs.Remove(db.fs.PathJoin(db.dir, tableFileName(m.FileNum)))
+		}
+	}
+	if err != nil {
+		removeOutputs()
+		if errors.Is(err, sstable.ErrCorrupt) {
+			err = fmt.Errorf("%w: %w", ErrCorruption, err)
+		}
+		return fmt.Errorf("kv: compaction L%d->L%d: %w", plan.Level, plan.OutputLevel, err)
+	}
+	edit := &versionEdit{}
+	for _, t := range plan.Inputs {
+		edit.deleted = append(edit.deleted, deletedTable{level: plan.Level, fileNum: t.FileNum})
+	}
+	if plan.OutputLevel != plan.Level {
+		for _, t := range plan.Overlapping {
+			edit.deleted = append(edit.deleted, deletedTable{level: plan.OutputLevel, fileNum: t.FileNum})
+		}
+	}
+	for _, m := range metas {
+		edit.added = append(edit.added, addedTable{level: plan.OutputLevel, meta: m})
+	}
+	if err := db.logAndApply(edit, nil); err != nil {
+		removeOutputs()
+		return err
+	}
+	db.compactions.Add(1)
+	return nil
+}
+
+// Compact flushes the memtable and compacts every table overlapping the
+// user keys [start, end] (nil: unbounded) level by level down to the last
+// level, so that shadowed versions and tombstones in the range are dropped
+// (except what live snapshots still see).
+func (db *DB) Compact(start, end []byte) error {
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	if db.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	if err := db.Flush(); err != nil {
+		return err
+	}
+	db.compactMu.Lock()
+	defer db.compactMu.Unlock()
+	for level := 0; level < compaction.NumLevels; level++ {
+		if db.closed.Load() {
+			return ErrClosed
+		}
+		v := db.currentVersion()
+		plan, err := compaction.TryPickRange(v.levels, level, start, end, nil)
+		v.unref()
+		if err != nil {
+			return fmt.Errorf("kv: compact: %w", err)
+		}
+		if plan == nil {
+			continue
+		}
+		if err := db.runCompaction(plan); err != nil {
+			return err
+		}
+	}
+	return nil
+}

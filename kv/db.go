@@ -1,0 +1,497 @@
+package kv
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/adaptkv/adaptkv/compaction"
+	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/adaptkv/adaptkv/kv/internal/memtable"
+	"github.com/adaptkv/adaptkv/sstable"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// maxManifestSize is the size at which the manifest is rewritten as a single
+// snapshot edit in a new file.
+const maxManifestSize = 1 << 20
+
+// DB is an open store. All methods are safe for concurrent use.
+type DB struct {
+	dir    string
+	opts   Options
+	fs     vfs.FS
+	policy filterpolicy.Policy
+	lock   io.Closer
+	cache  *pebble.Cache
+	tc     *tableCache
+
+	closed      atomic.Bool
+	lastSeq     atomic.Uint64 // last sequence number applied to the memtable (visible)
+	nextFileNum atomic.Uint64
+
+	// Commit pipeline (group commit): see apply.
+	commitMu   sync.Mutex
+	commitCond *sync.Cond
+	pending    []*commitReq
+	leading    bool
+	wal        *walWriter // used only by the commit leader
+
+	// mu protects the fields below.
+	mu         sync.Mutex
+	mem        *memEntry
+	imm        []*memEntry // full memtables, oldest first; replaced, never mutated
+	current    *version
+	logNum     uint64
+	snapshots  map[*Snapshot]struct{}
+	closing    bool
+	bgErr      error // sticky error of the WAL or manifest: writes fail
+	compactErr error // last background compaction error
+	flushCond  *sync.Cond
+	stallCond  *sync.Cond // signalled when a flush finishes or bgErr is set
+
+	refMu    sync.Mutex
+	fileRefs map[uint64]int
+
+	manifestMu sync.Mutex
+	manifest   *manifestWriter
+
+	compactMu   sync.Mutex
+	compactKick chan struct{}
+	closeCh     chan struct{}
+	wg          sync.WaitGroup
+
+	gets, flushes, compactions atomic.Uint64
+}
+
+type memEntry struct {
+	mt      *memtable.MemTable
+	walNum  uint64
+	flushed bool // under db.mu
+}
+
+// Open opens (creating it if needed, unless ReadOnly) the store in dir.
+// Recovery replays the WAL into a memtable and flushes it to a table; see
+// the package doc for the durability and corruption policy.
+func Open(dir string, opts *Options) (*DB, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	policy := o.Filter
+	if policy == nil {
+		policy, err = filterpolicy.ByName(o.FilterPolicy)
+		if err != nil {
+			return nil, fmt.Errorf("kv: filter policy %q: %w", o.FilterPolicy, err)
+		}
+	}
+	fs := o.FS
+	if !o.ReadOnly {
+		if err := fs.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	lock, err := fs.Lock(fs.PathJoin(dir, lockFileName))
+	if err != nil {
+		if _, serr := fs.Stat(dir); serr != nil {
+			return nil, fmt.Errorf("kv: open %s: %w", dir, serr)
+		}
+		return nil, fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
+	}
+	db := &DB{
+		dir: dir, opts: o, fs: fs, policy: policy, lock: lock,
+		fileRefs:    make(map[uint64]int),
+		snapshots:   make(map[*Snapshot]struct{}),
+		compactKick: make(chan struct{}, 1),
+		closeCh:     make(chan struct{}),
+	}
+	db.commitCond = sync.NewCond(&db.commitMu)
+	db.flushCond = sync.NewCond(&db.mu)
+	db.stallCond = sync.NewCond(&db.mu)
+	db.cache = pebble.NewCache(o.BlockCacheSize)
+	db.tc = newTableCache(fs, dir, db.cache, o.MaxOpenFiles, o.ReadOnly)
+	if err := db.recover(); err != nil {
+		db.tc.closeAll()
+		db.cache.Unref()
+		lock.Close()
+		return nil, err
+	}
+	if !o.ReadOnly {
+		db.wg.Add(2)
+		go db.flushLoop()
+		go db.compactLoop()
+		db.kickCompaction()
+	}
+	return db, nil
+}
+
+func (db *DB) allocFileNum() uint64 { return db.nextFileNum.Add(1) - 1 }
+
+func (db *DB) recover() error {
+	fs, dir := db.fs, db.dir
+	st := &manifestState{nextFileNum: 1}
+	if _, err := fs.Stat(fs.PathJoin(dir, currentFileName)); err == nil {
+		st, err = readManifest(fs, dir)
+		if err != nil {
+			return err
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	} else if db.opts.ReadOnly {
+		return fmt.Errorf("kv: open %s read-only: no store there: %w", dir, err)
+	}
+	names, err := fs.List(dir)
+	if err != nil {
+		return err
+	}
+	maxNum := st.nextFileNum
+	var wals []uint64
+	for _, n := range names {
+		ft, num := parseFileName(n)
+		if ft == fileTypeWAL && num >= st.logNum {
+			wals = append(wals, num)
+		}
+		if ft != fileTypeUnknown && num >= maxNum {
+			maxNum = num + 1
+		}
+	}
+	slices.Sort(wals)
+	db.nextFileNum.Store(maxNum)
+	db.lastSeq.Store(st.lastSeq)
+
+	// Tables of the manifest must exist.
+	present := make(map[string]bool, len(names))
+	for _, n := range names {
+		present[n] = true
+	}
+	for lvl, ts := range st.levels {
+		for _, t := range ts {
+			if !present[tableFileName(t.FileNum)] {
+				return fmt.Errorf("%w: table %s of L%d is missing", ErrCorruption, tableFileName(t.FileNum), lvl)
+			}
+		}
+	}
+
+	// Replay the WALs into one memtable.
+	mt := memtable.New()
+	for i, num := range wals {
+		_, err := replayWAL(fs, fs.PathJoin(dir, walFileName(num)), i == len(wals)-1, func(data []byte) error {
+			buf := slices.Clone(data)
+			_, _, err := decodeBatch(buf, func(seq uint64, e batchEntry) error {
+				mt.Add(sstable.InternalKey{UserKey: e.key, Seq: seq, Kind: e.kind}, e.value)
+				if seq > db.lastSeq.Load() {
+					db.lastSeq.Store(seq)
+				}
+				return nil
+			})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	levels := st.levels
+	if db.opts.ReadOnly {
+		db.logNum = st.logNum
+		db.mem = &memEntry{mt: mt}
+		db.current = db.newVersion(levels)
+		return nil
+	}
+
+	// Flush what the WAL held into an L0 table, start a new WAL and write a
+	// fresh manifest.
+	if !mt.Empty() {
+		meta, err := db.writeTable(mt.NewIter())
+		if err != nil {
+			return err
+		}
+		levels, err = applyEdit(levels, &versionEdit{added: []addedTable{{level: 0, meta: meta}}})
+		if err != nil {
+			return err
+		}
+	}
+	walNum := db.allocFileNum()
+	w, err := createWAL(fs, fs.PathJoin(dir, walFileName(walNum)), walNum)
+	if err != nil {
+		return err
+	}
+	db.wal = w
+	if err := syncDir(fs, dir); err != nil {
+		return err
+	}
+	manNum := db.allocFileNum()
+	m, err := createManifest(fs, dir, manNum,
+		snapshotEdit(levels, walNum, db.nextFileNum.Load(), db.lastSeq.Load()))
+	if err != nil {
+		return err
+	}
+	db.manifest = m
+	db.logNum = walNum
+	db.mem = &memEntry{mt: memtable.New(), walNum: walNum}
+	db.current = db.newVersion(levels)
+
+	// Delete files nothing refers to: old WALs and manifests, tables (and
+	// their state files) of no version, temp files.
+	live := make(map[uint64]bool)
+	for _, ts := range levels {
+		for _, t := range ts {
+			live[t.FileNum] = true
+		}
+	}
+	for _, n := range names {
+		ft, num := parseFileName(n)
+		del := false
+		switch ft {
+		case fileTypeTable, fileTypeState:
+			del = !live[num]
+		case fileTypeWAL:
+			del = num < walNum
+		case fileTypeManifest:
+			del = num != manNum
+		case fileTypeTemp:
+			del = true
+		}
+		if del {
+			_ = fs.Remove(fs.PathJoin(dir, n))
+		}
+	}
+	return nil
+}
+
+// writeTable writes the entries of it into a new table and returns its
+// metadata (the file is synced by the sstable writer).
+func (db *DB) writeTable(it sstable.Iterator) (*compaction.TableMeta, error) {
+	out, err := db.newOutput()
+	if err != nil {
+		return nil, err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := out.Add(it.Key(), it.Value()); err != nil {
+			out.Abort()
+			return nil, err
+		}
+	}
+	if err := it.Error(); err != nil {
+		out.Abort()
+		return nil, err
+	}
+	return out.Finish()
+}
+
+// tableOutput is a compaction.Output backed by an sstable.Writer.
+type tableOutput struct {
+	fileNum uint64
+	w       *sstable.Writer
+}
+
+func (db *DB) newOutput() (*tableOutput, error) {
+	fn := db.allocFileNum()
+	w, err := sstable.Create(db.fs, db.fs.PathJoin(db.dir, tableFileName(fn)), sstable.WriterOptions{Policy: db.policy})
+	if err != nil {
+		return nil, err
+	}
+	return &tableOutput{fileNum: fn, w: w}, nil
+}
+
+func (o *tableOutput) Add(key sstable.InternalKey, value []byte) error { return o.w.Add(key, value) }
+func (o *tableOutput) EstimatedSize() uint64                           { return o.w.EstimatedSize() }
+func (o *tableOutput) Abort() error                                    { return o.w.Abort() }
+func (o *tableOutput) Finish() (*compaction.TableMeta, error) {
+	info, err := o.w.Close()
+	if err != nil {
+		return nil, err
+	}
+	return &compaction.TableMeta{FileNum: o.fileNum, Size: info.Size, Smallest: info.Smallest, Largest: info.Largest}, nil
+}
+
+// logAndApply writes edit to the manifest (fsynced) and installs the version
+// it yields. install, if non-nil, runs under db.mu in the same critical
+// section (so readers see the memtable leave and its table arrive at once).
+func (db *DB) logAndApply(edit *versionEdit, install func()) error {
+	db.manifestMu.Lock()
+	defer db.manifestMu.Unlock()
+	db.mu.Lock()
+	cur := db.current
+	logNum := db.logNum
+	db.mu.Unlock()
+	levels, err := applyEdit(cur.levels, edit)
+	if err != nil {
+		return err
+	}
+	if edit.hasLogNum {
+		logNum = edit.logNum
+	}
+	edit.hasNextFile, edit.nextFileNum = true, db.nextFileNum.Load()
+	edit.hasLastSeq, edit.lastSeq = true, db.lastSeq.Load()
+	if len(edit.added) > 0 {
+		if err := syncDir(db.fs, db.dir); err != nil {
+			return db.setBGErr(err)
+		}
+	}
+	if db.manifest.size >= maxManifestSize {
+		num := db.allocFileNum()
+		m, err := createManifest(db.fs, db.dir, num, snapshotEdit(levels, logNum, db.nextFileNum.Load(), db.lastSeq.Load()))
+		if err != nil {
+			return db.setBGErr(err)
+		}
+		old := db.manifest
+		db.manifest = m
+		old.close()
+		_ = db.fs.Remove(db.fs.PathJoin(db.dir, manifestFileName(old.num)))
+	} else if err := db.manifest.write(edit); err != nil {
+		return db.setBGErr(err)
+	}
+	v := db.newVersion(levels)
+	db.mu.Lock()
+	old := db.current
+	db.current = v
+	db.logNum = logNum
+	if install != nil {
+		install()
+	}
+	db.mu.Unlock()
+	old.unref()
+	return nil
+}
+
+func (db *DB) setBGErr(err error) error {
+	db.mu.Lock()
+	if db.bgErr == nil {
+		db.bgErr = err
+	}
+	db.stallCond.Broadcast()
+	db.flushCond.Broadcast()
+	db.mu.Unlock()
+	return err
+}
+
+// flushLoop flushes immutable memtables, oldest first, to L0.
+func (db *DB) flushLoop() {
+	defer db.wg.Done()
+	for {
+		db.mu.Lock()
+		for len(db.imm) == 0 && !db.closing && db.bgErr == nil {
+			db.flushCond.Wait()
+		}
+		if db.closing || db.bgErr != nil {
+			db.mu.Unlock()
+			return
+		}
+		m := db.imm[0]
+		next := db.mem.walNum
+		if len(db.imm) > 1 {
+			next = db.imm[1].walNum
+		}
+		db.mu.Unlock()
+		if err := db.flushMemtable(m, next); err != nil {
+			db.setBGErr(fmt.Errorf("kv: flush: %w", err))
+			return
+		}
+	}
+}
+
+func (db *DB) flushMemtable(m *memEntry, nextLog uint64) error {
+	edit := &versionEdit{hasLogNum: true, logNum: nextLog}
+	if !m.mt.Empty() {
+		meta, err := db.writeTable(m.mt.NewIter())
+		if err != nil {
+			return err
+		}
+		edit.added = []addedTable{{level: 0, meta: meta}}
+	}
+	err := db.logAndApply(edit, func() {
+		db.imm = slices.Clone(db.imm[1:])
+		m.flushed = true
+		db.stallCond.Broadcast()
+	})
+	if err != nil {
+		return err
+	}
+	db.flushes.Add(1)
+	_ = db.fs.Remove(db.fs.PathJoin(db.dir, walFileName(m.walNum)))
+	db.kickCompaction()
+	return nil
+}
+
+func (db *DB) kickCompaction() {
+	select {
+	case db.compactKick <- struct{}{}:
+	default:
+	}
+}
+
+// Flush writes the memtable to an L0 table and waits until it is durable
+// there (together with every memtable queued before it).
+func (db *DB) Flush() error {
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	if db.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	req := &commitReq{flush: true, wake: make(chan bool, 1)}
+	if err := db.commit(req); err != nil {
+		return err
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for _, m := range req.rotated {
+		for !m.flushed && db.bgErr == nil && !db.closing {
+			db.stallCond.Wait()
+		}
+	}
+	if db.bgErr != nil {
+		return db.bgErr
+	}
+	if db.closing {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Close syncs the WAL, waits for the flush or compaction in progress, saves
+// the tables' adaptive filter state and releases the directory lock.
+// Snapshots and iterators must be closed first; using anything of the DB
+// afterwards returns ErrClosed.
+func (db *DB) Close() error {
+	db.commitMu.Lock()
+	if db.closed.Load() {
+		db.commitMu.Unlock()
+		return ErrClosed
+	}
+	db.closed.Store(true)
+	for db.leading {
+		db.commitCond.Wait()
+	}
+	db.commitMu.Unlock()
+
+	db.mu.Lock()
+	db.closing = true
+	db.flushCond.Broadcast()
+	db.stallCond.Broadcast()
+	db.mu.Unlock()
+	close(db.closeCh)
+	db.wg.Wait()
+
+	var err error
+	keep := func(e error) {
+		if err == nil && e != nil {
+			err = e
+		}
+	}
+	if db.wal != nil {
+		keep(db.wal.close())
+	}
+	if db.manifest != nil {
+		keep(db.manifest.close())
+	}
+	keep(db.tc.closeAll())
+	db.cache.Unref()
+	keep(db.lock.Close())
+	return err
+}

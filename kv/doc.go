@@ -1,0 +1,65 @@
+// Package kv is adaptkv's public store: an embedded, ordered key-value store
+// (an LSM tree on Pebble's sstable format) whose per-table filters adapt to
+// their false positives. The API follows Pebble: Open, Get, Set, Delete,
+// batches, iterators, snapshots, Flush, Compact, Metrics, Close.
+//
+// # Design
+//
+// Writes go through group commit: the first writer to arrive becomes the
+// leader, assigns sequence numbers to every queued batch (one per entry),
+// appends one WAL record per batch (pebble/record framing, checksummed),
+// fsyncs once if any writer asked for Sync, inserts the entries into the
+// memtable (a skiplist with lock-free reads, kv/internal/memtable) and then
+// publishes the new sequence number, so readers see a batch entirely or not
+// at all. A memtable that reaches Options.MemTableSize is switched for a new
+// one with a new WAL and flushed to an L0 table in the background; writers
+// stall only while Options.MaxImmutableMemTables memtables wait.
+//
+// The set of tables per level is a version; each change (flush, compaction)
+// is an edit appended to the MANIFEST with the same record framing and
+// fsynced before the version is installed; CURRENT names the manifest and is
+// switched atomically (temp file, fsync, rename, directory fsync). Versions
+// are reference counted: Gets, iterators and compactions pin the version
+// they read, and a table (with its adaptive state file, NNNNNN.fstate) is
+// deleted only when no live version lists it. After each flush a background
+// goroutine runs compaction.Pick (one compaction at a time) and
+// compaction.Run, passing the live snapshots and dropping tombstones when
+// the output level is the bottommost for the range.
+//
+// A point read checks the memtables, then the L0 tables newest first, then
+// one table per level; in each table sstable.Reader.GetInternal queries the
+// in-memory filter, probes the table on "maybe", and on a false positive
+// adapts the filter; the first version found (value or tombstone) ends the
+// read. Tables are opened through a table cache bounded by MaxOpenFiles that
+// shares one Pebble block cache; a table's adaptive filter state is saved
+// when the cache closes it and on Close. Iterators merge the memtables and
+// tables (compaction.NewMergingIter) and see an implicit snapshot.
+//
+// # Filter policy
+//
+// Options.FilterPolicy names a policy of the filterpolicy registry; the
+// default is "taf" (the telescoping adaptive filter). Options.Filter, when
+// set, overrides it.
+//
+// # Durability
+//
+// A write with Sync (the default for nil WriteOptions) is in an fsynced WAL
+// before it returns. A NoSync write has reached the operating system (a
+// write(2) of its WAL record) before it returns: it survives a crash of the
+// process but not of the machine. Close fsyncs the WAL.
+//
+// # Corruption policy
+//
+// Recovery replays the WALs newer than the manifest's log number. Every WAL
+// record begins with the file offset known to be fsynced when it was
+// written. A bad record (checksum mismatch, cut short) in the newest WAL is
+// a torn tail when no later valid record says the file had been fsynced past
+// it: recovery keeps every record before it and drops the rest (the recovered
+// data is flushed to a table and the old WAL deleted, which truncates it).
+// Any other bad record, a bad record in an older WAL (those are fsynced whole
+// before the next one starts), a malformed batch, a bad manifest record
+// followed by valid ones, a missing table or a table that fails its
+// checksums is reported as an error wrapping ErrCorruption, never silently
+// dropped. (A flipped bit in the very last synced records of a WAL cannot be
+// told apart from a torn write and is treated as one.)
+package kv

@@ -1,0 +1,45 @@
+package kv
+
+import (
+	"errors"
+
+	"github.com/adaptkv/adaptkv/filterpolicy"
+)
+
+// Sentinel errors. Every error the store returns for one of these conditions
+// wraps the sentinel, so callers test with errors.Is.
+var (
+	// ErrNotFound is returned by Get for a key that has no live value.
+	ErrNotFound = errors.New("kv: not found")
+	// ErrEmptyKey is returned for a zero-length key.
+	ErrEmptyKey = errors.New("kv: empty key")
+	// ErrKeyTooLarge is returned for a key longer than MaxKeySize.
+	ErrKeyTooLarge = errors.New("kv: key too large")
+	// ErrValueTooLarge is returned for a value longer than MaxValueSize.
+	ErrValueTooLarge = errors.New("kv: value too large")
+	// ErrClosed is returned by every method of a closed DB, Snapshot or
+	// Iterator.
+	ErrClosed = errors.New("kv: closed")
+	// ErrLocked is returned by Open when another process (or another open DB
+	// in this process) holds the directory's lock.
+	ErrLocked = errors.New("kv: directory locked by another process")
+	// ErrReadOnly is returned for writes, Flush and Compact on a DB opened
+	// with Options.ReadOnly.
+	ErrReadOnly = errors.New("kv: read-only")
+	// ErrCorruption is returned when a WAL, manifest or table holds bytes
+	// that fail their checksum or cannot be decoded (other than a torn WAL
+	// tail, which recovery truncates; see the package doc).
+	ErrCorruption = errors.New("kv: corruption")
+	// ErrInvalidOptions is returned by Open for out-of-range options.
+	ErrInvalidOptions = errors.New("kv: invalid options")
+	// ErrUnknownPolicy is filterpolicy.ErrUnknownPolicy, re-exported: Open
+	// returns it for an Options.FilterPolicy name not in the registry.
+	ErrUnknownPolicy = filterpolicy.ErrUnknownPolicy
+)
+
+const (
+	// MaxKeySize is the largest key accepted, in bytes (64 KiB).
+	MaxKeySize = 64 << 10
+	// MaxValueSize is the largest value accepted, in bytes (16 MiB).
+	MaxValueSize = 16 << 20
+)

@@ -1,0 +1,85 @@
+package kv
+
+import "github.com/adaptkv/adaptkv/compaction"
+
+// LevelMetrics describe one level of the tree.
+type LevelMetrics struct {
+	NumFiles int
+	Size     uint64
+}
+
+// Metrics are the store's counters (names as in DESIGN.md). The table
+// counters are totals over every table the store has opened since Open,
+// including tables closed by the table cache or deleted by compactions.
+type Metrics struct {
+	// Gets counts DB.Get and Snapshot.Get calls.
+	Gets uint64
+	// FilterChecks counts filter queries (one per table consulted).
+	FilterChecks uint64
+	// FilterNegatives counts filter "absent" answers (table probes saved).
+	FilterNegatives uint64
+	// FalsePositiveProbes counts table lookups after a "maybe" that found
+	// no version of the key (wasted probes).
+	FalsePositiveProbes uint64
+	// TruePositiveProbes counts table lookups that found a version.
+	TruePositiveProbes uint64
+	// DataBlockReads counts blocks read from table files (cache misses).
+	DataBlockReads uint64
+	// Adaptations counts false positives fixed by adaptive filters.
+	Adaptations uint64
+	// Rebuilds counts adaptive filter block rebuilds.
+	Rebuilds uint64
+	// RemoteReads counts reads of the tables' remote representations.
+	RemoteReads uint64
+	// FilterBitsPerKey is the in-memory filter size per key over live tables.
+	FilterBitsPerKey float64
+	// FilterMemoryBytes is the in-memory filter size of the live tables.
+	FilterMemoryBytes uint64
+	// Flushes counts memtables flushed to L0.
+	Flushes uint64
+	// Compactions counts compactions run.
+	Compactions uint64
+	// Levels describe L0..L6.
+	Levels [compaction.NumLevels]LevelMetrics
+}
+
+// ProbesPerGet is the read amplification: table probes (false and true
+// positives) per Get.
+func (m Metrics) ProbesPerGet() float64 {
+	if m.Gets == 0 {
+		return 0
+	}
+	return float64(m.FalsePositiveProbes+m.TruePositiveProbes) / float64(m.Gets)
+}
+
+// Metrics returns the current counters.
+func (db *DB) Metrics() Metrics {
+	v := db.currentVersion()
+	defer v.unref()
+	var m Metrics
+	var live []uint64
+	for lvl, ts := range v.levels {
+		m.Levels[lvl].NumFiles = len(ts)
+		for _, t := range ts {
+			m.Levels[lvl].Size += t.Size
+			live = append(live, t.FileNum)
+		}
+	}
+	sum, fBytes, fKeys := db.tc.metrics(live)
+	m.Gets = db.gets.Load()
+	m.FilterChecks = sum.FilterChecks
+	m.FilterNegatives = sum.FilterNegatives
+	m.FalsePositiveProbes = sum.FalsePositiveProbes
+	m.TruePositiveProbes = sum.TruePositiveProbes
+	m.DataBlockReads = sum.DataBlockReads
+	m.Adaptations = sum.Adaptations
+	m.Rebuilds = sum.Rebuilds
+	m.RemoteReads = sum.RemoteReads
+	m.FilterMemoryBytes = fBytes
+	if fKeys > 0 {
+		m.FilterBitsPerKey = float64(fBytes) * 8 / float64(fKeys)
+	}
+	m.Flushes = db.flushes.Load()
+	m.Compactions = db.compactions.Load()
+	return m
+}

@@ -1,0 +1,123 @@
+package kv
+
+import (
+	"fmt"
+
+	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// DefaultFilterPolicy is the filter policy used when Options.FilterPolicy is
+// empty and Options.Filter is nil: the telescoping adaptive filter.
+const DefaultFilterPolicy = "taf"
+
+// Options configure a DB. The zero value (or nil) gives the defaults below.
+type Options struct {
+	// FilterPolicy names the per-table filter in the filterpolicy registry
+	// (filterpolicy.Names()). "" means DefaultFilterPolicy ("taf"). An
+	// unknown name makes Open fail with an error wrapping ErrUnknownPolicy.
+	FilterPolicy string
+	// Filter, when non-nil, overrides FilterPolicy (e.g.
+	// filterpolicy.NewBloom(12)).
+	Filter filterpolicy.Policy
+	// BlockCacheSize is the size in bytes of the block cache shared by all
+	// tables. Default 8 MiB.
+	BlockCacheSize int64
+	// MemTableSize is the size in bytes at which the mutable memtable is
+	// switched and queued for flushing. Default 4 MiB.
+	MemTableSize int
+	// L0CompactionThreshold is the number of L0 tables that triggers an L0
+	// compaction. Default 4.
+	L0CompactionThreshold int
+	// LevelSizeRatio is the size ratio between adjacent levels. Default 10.
+	LevelSizeRatio float64
+	// TargetFileSize is the size at which compaction outputs are split.
+	// Default 2 MiB.
+	TargetFileSize uint64
+	// MaxOpenFiles bounds the number of tables kept open by the table cache
+	// (tables in use by a read may exceed it briefly). Default 500.
+	MaxOpenFiles int
+	// ReadOnly opens the DB without writing: no WAL, flush or compaction;
+	// writes return ErrReadOnly. The WAL is replayed into memory.
+	ReadOnly bool
+	// FS is the file system; nil means vfs.Default. Tests use vfs.NewMem,
+	// vfs.NewCrashableMem or errorfs.
+	FS vfs.FS
+	// MaxImmutableMemTables is the number of full memtables that may wait for
+	// a flush before writers stall. Default 4.
+	MaxImmutableMemTables int
+}
+
+// WriteOptions control one write.
+type WriteOptions struct {
+	// Sync makes the write durable (the WAL is fsynced) before it returns.
+	Sync bool
+}
+
+var (
+	// Sync is the WriteOptions of a durable write (the default for nil).
+	Sync = &WriteOptions{Sync: true}
+	// NoSync is the WriteOptions of a write that returns once it reached the
+	// operating system (it survives a process crash, not a machine crash).
+	NoSync = &WriteOptions{Sync: false}
+)
+
+func (o *WriteOptions) sync() bool { return o == nil || o.Sync }
+
+// IterOptions bound an iterator: it sees user keys in [LowerBound,
+// UpperBound). Nil bounds are open.
+type IterOptions struct {
+	LowerBound []byte
+	UpperBound []byte
+}
+
+// withDefaults returns a copy of o with defaults filled in, and an error
+// wrapping ErrInvalidOptions for negative values.
+func (o *Options) withDefaults() (Options, error) {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	switch {
+	case r.BlockCacheSize < 0:
+		return r, fmt.Errorf("%w: BlockCacheSize %d < 0", ErrInvalidOptions, r.BlockCacheSize)
+	case r.MemTableSize < 0:
+		return r, fmt.Errorf("%w: MemTableSize %d < 0", ErrInvalidOptions, r.MemTableSize)
+	case r.L0CompactionThreshold < 0:
+		return r, fmt.Errorf("%w: L0CompactionThreshold %d < 0", ErrInvalidOptions, r.L0CompactionThreshold)
+	case r.LevelSizeRatio < 0 || (r.LevelSizeRatio > 0 && r.LevelSizeRatio < 2):
+		return r, fmt.Errorf("%w: LevelSizeRatio %g must be >= 2", ErrInvalidOptions, r.LevelSizeRatio)
+	case r.MaxOpenFiles < 0:
+		return r, fmt.Errorf("%w: MaxOpenFiles %d < 0", ErrInvalidOptions, r.MaxOpenFiles)
+	case r.MaxImmutableMemTables < 0:
+		return r, fmt.Errorf("%w: MaxImmutableMemTables %d < 0", ErrInvalidOptions, r.MaxImmutableMemTables)
+	}
+	if r.FilterPolicy == "" {
+		r.FilterPolicy = DefaultFilterPolicy
+	}
+	if r.BlockCacheSize == 0 {
+		r.BlockCacheSize = 8 << 20
+	}
+	if r.MemTableSize == 0 {
+		r.MemTableSize = 4 << 20
+	}
+	if r.L0CompactionThreshold == 0 {
+		r.L0CompactionThreshold = 4
+	}
+	if r.LevelSizeRatio == 0 {
+		r.LevelSizeRatio = 10
+	}
+	if r.TargetFileSize == 0 {
+		r.TargetFileSize = 2 << 20
+	}
+	if r.MaxOpenFiles == 0 {
+		r.MaxOpenFiles = 500
+	}
+	if r.MaxImmutableMemTables == 0 {
+		r.MaxImmutableMemTables = 4
+	}
+	if r.FS == nil {
+		r.FS = vfs.Default
+	}
+	return r, nil
+}

@@ -1,0 +1,179 @@
+package kv
+
+import (
+	"bytes"
+	"slices"
+	"sort"
+
+	"github.com/adaptkv/adaptkv/compaction"
+	"github.com/adaptkv/adaptkv/kv/internal/memtable"
+	"github.com/adaptkv/adaptkv/sstable"
+)
+
+// readState is what one read sees: the memtables (newest first) and a
+// referenced version, consistent with seq.
+type readState struct {
+	mems []*memtable.MemTable
+	v    *version
+	seq  uint64 // versions with Seq < seq are visible
+}
+
+// loadReadState captures the current memtables and version. seq 0 means the
+// latest state. The sequence number is read before the structures: every
+// write below it is then in a captured memtable or in the version (a flush
+// moves data from one to the other in one critical section).
+func (db *DB) loadReadState(seq uint64) *readState {
+	if seq == 0 {
+		seq = db.lastSeq.Load() + 1
+	}
+	db.mu.Lock()
+	rs := &readState{seq: seq, v: db.current}
+	rs.v.ref()
+	rs.mems = make([]*memtable.MemTable, 0, 1+len(db.imm))
+	rs.mems = append(rs.mems, db.mem.mt)
+	for i := len(db.imm) - 1; i >= 0; i-- {
+		rs.mems = append(rs.mems, db.imm[i].mt)
+	}
+	db.mu.Unlock()
+	return rs
+}
+
+func (rs *readState) release() { rs.v.unref() }
+
+// Get returns a copy of the value of key, or an error wrapping ErrNotFound.
+func (db *DB) Get(key []byte) ([]byte, error) { return db.get(key, 0) }
+
+func (db *DB) get(key []byte, seq uint64) ([]byte, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	if db.closed.Load() {
+		return nil, ErrClosed
+	}
+	db.gets.Add(1)
+	rs := db.loadReadState(seq)
+	defer rs.release()
+	for _, mt := range rs.mems {
+		if v, kind, ok := mt.Get(key, rs.seq); ok {
+			if kind == sstable.KindSet {
+				return slices.Clone(v), nil
+			}
+			return nil, ErrNotFound
+		}
+	}
+	// L0 newest first: every table whose range holds key.
+	l0 := rs.v.levels[0]
+	for i := len(l0) - 1; i >= 0; i-- {
+		t := l0[i]
+		if bytes.Compare(key, t.Smallest.UserKey) < 0 || bytes.Compare(key, t.Largest.UserKey) > 0 {
+			continue
+		}
+		v, done, err := db.getFromTable(t, key, rs.seq)
+		if done || err != nil {
+			return v, err
+		}
+	}
+	// Then one table per level (two if a key's versions end one table and
+	// start the next, which the compaction package never produces).
+	for lvl := 1; lvl < compaction.NumLevels; lvl++ {
+		ts := rs.v.levels[lvl]
+		i := sort.Search(len(ts), func(i int) bool { return bytes.Compare(ts[i].Largest.UserKey, key) >= 0 })
+		for ; i < len(ts) && bytes.Compare(ts[i].Smallest.UserKey, key) <= 0; i++ {
+			v, done, err := db.getFromTable(ts[i], key, rs.seq)
+			if done || err != nil {
+				return v, err
+			}
+			if !bytes.Equal(ts[i].Largest.UserKey, key) {
+				break
+			}
+		}
+	}
+	return nil, ErrNotFound
+}
+
+// getFromTable looks key up in one table (filter first; the table counts
+// and adapts). done reports that a version was found: a value, or a
+// tombstone (then the error is ErrNotFound).
+func (db *DB) getFromTable(t *compaction.TableMeta, key []byte, seq uint64) (value []byte, done bool, err error) {
+	h, err := db.tc.get(t.FileNum)
+	if err != nil {
+		return nil, true, err
+	}
+	defer db.tc.release(h)
+	v, kind, found, err := h.r.GetInternal(key, seq)
+	if err != nil {
+		return nil, true, corruptionErr(err)
+	}
+	if !found {
+		return nil, false, nil
+	}
+	if kind == sstable.KindSet {
+		return v, true, nil
+	}
+	return nil, true, ErrNotFound
+}
+
+// Snapshot is a consistent point-in-time view: Get and NewIter see the
+// store as it was when the snapshot was taken. Close it to let compactions
+// drop the versions it keeps alive.
+type Snapshot struct {
+	db     *DB
+	seq    uint64
+	closed bool
+}
+
+// NewSnapshot takes a snapshot of the current state.
+func (db *DB) NewSnapshot() *Snapshot {
+	s := &Snapshot{db: db}
+	db.mu.Lock()
+	s.seq = db.lastSeq.Load() + 1
+	db.snapshots[s] = struct{}{}
+	db.mu.Unlock()
+	return s
+}
+
+// Get reads key as of the snapshot.
+func (s *Snapshot) Get(key []byte) ([]byte, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	return s.db.get(key, s.seq)
+}
+
+// NewIter returns an iterator over the snapshot.
+func (s *Snapshot) NewIter(o *IterOptions) (*Iterator, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	return s.db.newIter(o, s.seq)
+}
+
+func (s *Snapshot) isClosed() bool {
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	return s.closed
+}
+
+// Close releases the snapshot. Closing twice returns ErrClosed.
+func (s *Snapshot) Close() error {
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.closed = true
+	delete(s.db.snapshots, s)
+	return nil
+}
+
+// snapshotSeqs returns the live snapshots' sequence numbers, ascending.
+func (db *DB) snapshotSeqs() []uint64 {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	seqs := make([]uint64, 0, len(db.snapshots))
+	for s := range db.snapshots {
+		seqs = append(seqs, s.seq)
+	}
+	slices.Sort(seqs)
+	return seqs
+}

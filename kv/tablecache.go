@@ -1,0 +1,180 @@
+package kv
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/adaptkv/adaptkv/sstable"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// tableCache keeps at most max tables open (more while readers hold them),
+// closing the least recently used idle one. Closing a reader saves its
+// adaptive filter state (sstable.ReaderOptions.StatePath) and adds its
+// counters to the running totals, so Metrics covers closed and deleted
+// tables too.
+type tableCache struct {
+	fs       vfs.FS
+	dir      string
+	cache    *pebble.Cache
+	max      int
+	readOnly bool
+
+	mu         sync.Mutex
+	m          map[uint64]*tcEntry
+	lru        list.List // of *tcEntry, most recent first
+	closedSum  sstable.Metrics
+	lastFilter map[uint64]filterSize // last known filter size of live tables not open
+	closeErr   error
+}
+
+type filterSize struct{ bytes, keys uint64 }
+
+type tcEntry struct {
+	fileNum uint64
+	r       *sstable.Reader
+	refs    int
+	elem    *list.Element
+	gone    bool // removed from the cache while in use: close on last release
+}
+
+func newTableCache(fs vfs.FS, dir string, cache *pebble.Cache, max int, readOnly bool) *tableCache {
+	return &tableCache{fs: fs, dir: dir, cache: cache, max: max, readOnly: readOnly,
+		m: make(map[uint64]*tcEntry), lastFilter: make(map[uint64]filterSize)}
+}
+
+// get returns the open reader of table fn with a reference; release it.
+func (tc *tableCache) get(fn uint64) (*tcEntry, error) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if e := tc.m[fn]; e != nil {
+		e.refs++
+		tc.lru.MoveToFront(e.elem)
+		return e, nil
+	}
+	ro := sstable.ReaderOptions{Cache: tc.cache, FileNum: fn}
+	if !tc.readOnly {
+		ro.StatePath = tc.fs.PathJoin(tc.dir, stateFileName(fn))
+	}
+	r, err := sstable.Open(tc.fs, tc.fs.PathJoin(tc.dir, tableFileName(fn)), ro)
+	if err != nil {
+		return nil, fmt.Errorf("kv: open table %s: %w", tableFileName(fn), corruptionErr(err))
+	}
+	e := &tcEntry{fileNum: fn, r: r, refs: 1}
+	e.elem = tc.lru.PushFront(e)
+	tc.m[fn] = e
+	tc.evictLocked()
+	return e, nil
+}
+
+func (tc *tableCache) release(e *tcEntry) {
+	tc.mu.Lock()
+	e.refs--
+	if e.refs == 0 && e.gone {
+		tc.closeLocked(e)
+	}
+	tc.evictLocked()
+	tc.mu.Unlock()
+}
+
+func (tc *tableCache) evictLocked() {
+	for el := tc.lru.Back(); el != nil && len(tc.m) > tc.max; {
+		e := el.Value.(*tcEntry)
+		prev := el.Prev()
+		if e.refs == 0 {
+			tc.lru.Remove(el)
+			delete(tc.m, e.fileNum)
+			tc.closeLocked(e)
+		}
+		el = prev
+	}
+}
+
+func (tc *tableCache) closeLocked(e *tcEntry) {
+	m := e.r.Metrics()
+	addMetrics(&tc.closedSum, m)
+	if !e.gone {
+		tc.lastFilter[e.fileNum] = filterSize{m.FilterBytes, m.FilterKeys}
+	}
+	if err := e.r.Close(); err != nil && tc.closeErr == nil {
+		tc.closeErr = err
+	}
+}
+
+// evict removes a deleted table: its reader is closed (now, or when its last
+// user releases it).
+func (tc *tableCache) evict(fn uint64) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	delete(tc.lastFilter, fn)
+	e := tc.m[fn]
+	if e == nil {
+		return
+	}
+	tc.lru.Remove(e.elem)
+	delete(tc.m, fn)
+	e.gone = true
+	if e.refs == 0 {
+		tc.closeLocked(e)
+	}
+}
+
+// closeAll closes every reader (saving adaptive state) and returns the first
+// close error met by the cache.
+func (tc *tableCache) closeAll() error {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	for fn, e := range tc.m {
+		tc.lru.Remove(e.elem)
+		delete(tc.m, fn)
+		e.gone = true
+		tc.closeLocked(e)
+	}
+	return tc.closeErr
+}
+
+// metrics returns the counters of every reader ever opened, and the filter
+// size of the given live tables (open ones from their reader, others as last
+// seen).
+func (tc *tableCache) metrics(live []uint64) (sum sstable.Metrics, fBytes, fKeys uint64) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	sum = tc.closedSum
+	for _, e := range tc.m {
+		addMetrics(&sum, e.r.Metrics())
+	}
+	for _, fn := range live {
+		if e := tc.m[fn]; e != nil {
+			m := e.r.Metrics()
+			fBytes += m.FilterBytes
+			fKeys += m.FilterKeys
+		} else if fs, ok := tc.lastFilter[fn]; ok {
+			fBytes += fs.bytes
+			fKeys += fs.keys
+		}
+	}
+	return sum, fBytes, fKeys
+}
+
+// corruptionErr wraps table corruption reported by the sstable package with
+// ErrCorruption too.
+func corruptionErr(err error) error {
+	if err != nil && errors.Is(err, sstable.ErrCorrupt) && !errors.Is(err, ErrCorruption) {
+		return fmt.Errorf("%w: %w", ErrCorruption, err)
+	}
+	return err
+}
+
+func addMetrics(dst *sstable.Metrics, m sstable.Metrics) {
+	dst.FilterChecks += m.FilterChecks
+	dst.FilterNegatives += m.FilterNegatives
+	dst.FalsePositiveProbes += m.FalsePositiveProbes
+	dst.TruePositiveProbes += m.TruePositiveProbes
+	dst.DataBlockReads += m.DataBlockReads
+	dst.Adaptations += m.Adaptations
+	dst.Rebuilds += m.Rebuilds
+	dst.RemoteReads += m.RemoteReads
+}

@@ -1,0 +1,189 @@
+package kv
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+
+	"github.com/cockroachdb/pebble/v2/record"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// walWriter appends batches to one WAL file with Pebble's record framing
+// (32 KiB blocks of checksummed chunks). Every record starts with the offset
+// up to which the file was fsynced before the record was written (see
+// replayWAL for how recovery uses it). It is used by the commit leader only.
+type walWriter struct {
+	num    uint64
+	f      vfs.File
+	w      *record.Writer
+	synced int64 // file offset known durable
+}
+
+func createWAL(fs vfs.FS, path string, num uint64) (*walWriter, error) {
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return nil, err
+	}
+	return &walWriter{num: num, f: f, w: record.NewWriter(f)}, nil
+}
+
+// add writes one batch record (its first 8 bytes are overwritten with the
+// synced offset). The record reaches the OS only at flush.
+func (w *walWriter) add(data []byte) error {
+	binary.LittleEndian.PutUint64(data[0:8], uint64(w.synced))
+	_, err := w.w.WriteRecord(data)
+	return err
+}
+
+// flush hands buffered records to the OS and, if sync, fsyncs the file.
+func (w *walWriter) flush(sync bool) error {
+	if err := w.w.Flush(); err != nil {
+		return err
+	}
+	if sync {
+		if err := w.f.Sync(); err != nil {
+			return err
+		}
+		w.synced = w.w.Size()
+	}
+	return nil
+}
+
+// close flushes, fsyncs and closes the file.
+func (w *walWriter) close() error {
+	err := w.flush(true)
+	if cerr := w.w.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Record framing constants of pebble/record (legacy chunk format).
+const (
+	recBlockSize     = 32 << 10
+	recHeaderSize    = 7
+	recFullChunk     = 1
+	recFirstChunk    = 2
+	recChecksumDelta = 0xa282ead8
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// recordChunkValid reports whether a valid full or first chunk of the record
+// framing starts at data[p:], and returns its payload prefix.
+func recordChunkValid(data []byte, p int) ([]byte, bool) {
+	if p+recHeaderSize > len(data) {
+		return nil, false
+	}
+	typ := data[p+6]
+	if typ != recFullChunk && typ != recFirstChunk {
+		return nil, false
+	}
+	length := int(binary.LittleEndian.Uint16(data[p+4 : p+6]))
+	blockEnd := (p/recBlockSize + 1) * recBlockSize
+	end := p + recHeaderSize + length
+	if end > blockEnd || end > len(data) {
+		return nil, false
+	}
+	c := crc32.Update(0, crcTable, data[p+6:end])
+	if binary.LittleEndian.Uint32(data[p:p+4]) != (c>>15|c<<17)+recChecksumDelta {
+		return nil, false
+	}
+	return data[p+recHeaderSize : end], true
+}
+
+// readLog reads every record of a record-framed file, calling fn for each.
+// At the first unreadable record at offset off, it calls bad(off) and stops;
+// bad decides whether that is a tolerated torn tail (nil) or corruption.
+func readLog(data []byte, fn func(rec []byte) error, bad func(off int64, cause error) error) error {
+	r := record.NewReader(bytes.NewReader(data), 0)
+	for {
+		off := r.Offset()
+		rr, err := r.Next()
+		if err == io.EOF {
+			return nil
+		}
+		var rec []byte
+		if err == nil {
+			rec, err = io.ReadAll(rr)
+		}
+		if err != nil {
+			return bad(off, err)
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
+}
+
+// laterSyncedRecord reports whether a valid record starts after off whose
+// synced-offset header is beyond off (requireSynced) or any valid record
+// starts after off (!requireSynced).
+func laterSyncedRecord(data []byte, off int64, requireSynced bool) bool {
+	for p := int(off) + 1; p+recHeaderSize <= len(data); p++ {
+		payload, ok := recordChunkValid(data, p)
+		if !ok {
+			continue
+		}
+		if !requireSynced {
+			return true
+		}
+		if len(payload) >= 8 && int64(binary.LittleEndian.Uint64(payload[:8])) > off {
+			return true
+		}
+	}
+	return false
+}
+
+// replayWAL reads the WAL file at path and calls fn for each batch.
+//
+// Corruption policy: a record that fails its checksum or is cut short ends
+// the replay. It is a torn tail, tolerated (the records from there on are
+// dropped), when the file is the newest WAL and no later valid record says
+// the file had been fsynced past the bad record; otherwise (an older WAL,
+// which was fsynced whole when it was closed, or a bad record inside the
+// synced prefix) it is corruption: an error wrapping ErrCorruption.
+// It returns the offset just past the last good record.
+func replayWAL(fs vfs.FS, path string, newest bool, fn func(data []byte) error) (good int64, err error) {
+	data, err := readFile(fs, path)
+	if err != nil {
+		return 0, err
+	}
+	err = readLog(data, func(rec []byte) error {
+		if err := fn(rec); err != nil {
+			return err
+		}
+		return nil
+	}, func(off int64, cause error) error {
+		good = off
+		if !newest || laterSyncedRecord(data, off, true) {
+			return fmt.Errorf("%w: WAL %s: bad record at offset %d: %v", ErrCorruption, path, off, cause)
+		}
+		return errTornTail
+	})
+	if errors.Is(err, errTornTail) {
+		return good, nil
+	}
+	if err == nil {
+		good = int64(len(data))
+	}
+	return good, err
+}
+
+var errTornTail = errors.New("kv: torn tail")
+
+func readFile(fs vfs.FS, path string) ([]byte, error) {
+	f, err := fs.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}

@@ -1,0 +1,210 @@
+package kv
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/adaptkv/adaptkv/kv/internal/memtable"
+	"github.com/adaptkv/adaptkv/sstable"
+)
+
+// commitReq is one writer waiting in the commit pipeline.
+type commitReq struct {
+	batch   *Batch
+	sync    bool
+	flush   bool        // switch the memtable (DB.Flush)
+	rotated []*memEntry // memtables a flush request must wait for
+	err     error
+	wake    chan bool // false: done; true: you are the next leader
+}
+
+// Set writes key -> value (a copy). nil options mean Sync.
+func (db *DB) Set(key, value []byte, o *WriteOptions) error {
+	b := Batch{}
+	if err := b.Set(key, value); err != nil {
+		return err
+	}
+	return db.Apply(&b, o)
+}
+
+// Delete removes key. nil options mean Sync.
+func (db *DB) Delete(key []byte, o *WriteOptions) error {
+	b := Batch{}
+	if err := b.Delete(key); err != nil {
+		return err
+	}
+	return db.Apply(&b, o)
+}
+
+// Apply commits the batch atomically (one WAL record; readers see all of it
+// or none). nil options mean Sync. The batch may be reused after Apply
+// returns.
+func (db *DB) Apply(b *Batch, o *WriteOptions) error {
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	if db.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	if b == nil || b.count == 0 {
+		return nil
+	}
+	return db.commit(&commitReq{batch: b, sync: o.sync(), wake: make(chan bool, 1)})
+}
+
+// commit runs req through group commit: the first writer to arrive becomes
+// the leader and commits every request queued meanwhile as one group (one
+// WAL write and at most one fsync), then hands leadership to the first
+// writer that queued during its commit.
+func (db *DB) commit(req *commitReq) error {
+	db.commitMu.Lock()
+	if db.closed.Load() {
+		db.commitMu.Unlock()
+		return ErrClosed
+	}
+	db.pending = append(db.pending, req)
+	if db.leading {
+		db.commitMu.Unlock()
+		if lead := <-req.wake; !lead {
+			return req.err
+		}
+		db.commitMu.Lock()
+	}
+	db.leading = true
+	group := db.pending
+	db.pending = nil
+	db.commitMu.Unlock()
+
+	db.commitGroup(group)
+
+	db.commitMu.Lock()
+	var next *commitReq
+	if len(db.pending) > 0 {
+		next = db.pending[0]
+	} else {
+		db.leading = false
+		db.commitCond.Broadcast()
+	}
+	db.commitMu.Unlock()
+	for _, r := range group {
+		if r != req {
+			r.wake <- false
+		}
+	}
+	if next != nil {
+		next.wake <- true
+	}
+	return req.err
+}
+
+func (db *DB) commitGroup(group []*commitReq) {
+	fail := func(err error) {
+		for _, r := range group {
+			r.err = err
+		}
+	}
+	db.mu.Lock()
+	err := db.bgErr
+	db.mu.Unlock()
+	if err != nil {
+		fail(err)
+		return
+	}
+	flush := false
+	for _, r := range group {
+		flush = flush || r.flush
+	}
+	mem := db.mem // only the leader replaces db.mem
+	if flush || mem.mt.Size() >= int64(db.opts.MemTableSize) {
+		if flush {
+			// A flush waits for the current memtable and every older
+			// queued one.
+			db.mu.Lock()
+			rotated := slices.Clone(db.imm)
+			db.mu.Unlock()
+			if !mem.mt.Empty() {
+				rotated = append(rotated, mem)
+			}
+			for _, r := range group {
+				if r.flush {
+					r.rotated = rotated
+				}
+			}
+		}
+		if !mem.mt.Empty() {
+			if err := db.rotateMemtable(); err != nil {
+				fail(err)
+				return
+			}
+		}
+	}
+
+	seq := db.lastSeq.Load() + 1
+	sync := false
+	var batches []*Batch
+	for _, r := range group {
+		if r.batch == nil {
+			continue
+		}
+		r.batch.setSeq(seq)
+		seq += uint64(r.batch.count)
+		if err := db.wal.add(r.batch.data); err != nil {
+			fail(db.setBGErr(fmt.Errorf("kv: WAL write: %w", err)))
+			return
+		}
+		sync = sync || r.sync
+		batches = append(batches, r.batch)
+	}
+	if len(batches) == 0 {
+		return
+	}
+	if err := db.wal.flush(sync); err != nil {
+		fail(db.setBGErr(fmt.Errorf("kv: WAL sync: %w", err)))
+		return
+	}
+	mt := db.mem.mt
+	for _, b := range batches {
+		data := slices.Clone(b.data) // the memtable keeps slices into it
+		_, _, _ = decodeBatch(data, func(seq uint64, e batchEntry) error {
+			mt.Add(sstable.InternalKey{UserKey: e.key, Seq: seq, Kind: e.kind}, e.value)
+			return nil
+		})
+	}
+	// Publish: readers see sequence numbers up to seq-1 from now on.
+	db.lastSeq.Store(seq - 1)
+}
+
+// rotateMemtable queues the mutable memtable for flushing and starts a new
+// one with a new WAL, stalling while too many memtables wait for a flush.
+func (db *DB) rotateMemtable() error {
+	db.mu.Lock()
+	for len(db.imm) >= db.opts.MaxImmutableMemTables && db.bgErr == nil && !db.closing {
+		db.stallCond.Wait()
+	}
+	err := db.bgErr
+	db.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	num := db.allocFileNum()
+	w, err := createWAL(db.fs, db.fs.PathJoin(db.dir, walFileName(num)), num)
+	if err != nil {
+		return db.setBGErr(fmt.Errorf("kv: create WAL: %w", err))
+	}
+	if err := syncDir(db.fs, db.dir); err != nil {
+		w.close()
+		return db.setBGErr(fmt.Errorf("kv: sync dir: %w", err))
+	}
+	old := db.wal
+	if err := old.close(); err != nil {
+		w.close()
+		return db.setBGErr(fmt.Errorf("kv: close WAL: %w", err))
+	}
+	db.wal = w
+	db.mu.Lock()
+	db.imm = append(slices.Clone(db.imm), db.mem)
+	db.mem = &memEntry{mt: memtable.New(), walNum: num}
+	db.flushCond.Signal()
+	db.mu.Unlock()
+	return nil
+}
