@@ -1,0 +1,173 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+func fmtOpt(p *float64, prec int) string {
+	if p == nil {
+		return "n/a"
+	}
+	return strconv.FormatFloat(*p, 'f', prec, 64)
+}
+
+func fmtOptU(p *uint64) string {
+	if p == nil {
+		return "n/a"
+	}
+	return strconv.FormatUint(*p, 10)
+}
+
+// printTable writes the comparison table: one block per workload, one line
+// per policy.
+func printTable(w io.Writer, results []*Result) {
+	var order []string
+	byWorkload := map[string][]*Result{}
+	for _, r := range results {
+		if _, ok := byWorkload[r.Workload]; !ok {
+			order = append(order, r.Workload)
+		}
+		byWorkload[r.Workload] = append(byWorkload[r.Workload], r)
+	}
+	for _, name := range order {
+		rs := byWorkload[name]
+		r0 := rs[0]
+		desc := fmt.Sprintf("%d ops, %d thread(s), %d records", r0.Ops, r0.Threads, r0.Records)
+		if r0.Adversary != nil {
+			desc = fmt.Sprintf("%d fresh absent keys, %d rounds max, single-threaded", r0.UniqueAbsentKeys, len(r0.Adversary.Rounds))
+		}
+		fmt.Fprintf(w, "\n== %s (%s)\n", name, desc)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		hdr := "policy\tops/s\tp50 us\tp99 us\tp99.9 us\tprobes/get\tFP/1k gets\tblocks/get\tbits/key\tfilter MiB\tadapt\trebuild\tFP probes\tFP bound\tFP/bound\t"
+		if r0.Adversary != nil {
+			hdr += "final-round FP rate\tQ per round\t"
+		}
+		fmt.Fprintln(tw, hdr)
+		for _, r := range rs {
+			ratio := "n/a"
+			if r.FPLowerBound != nil && r.FalsePositiveProbes != nil && *r.FPLowerBound > 0 {
+				ratio = fmt.Sprintf("%.1fx", float64(*r.FalsePositiveProbes) / *r.FPLowerBound)
+			}
+			bound := "n/a"
+			if r.FPLowerBound != nil {
+				bound = fmt.Sprintf("%.0f", *r.FPLowerBound)
+			}
+			line := fmt.Sprintf("%s\t%.0f\t%.1f\t%.1f\t%.1f\t%.3f\t%s\t%s\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t",
+				r.Policy, r.OpsPerSec, r.P50us, r.P99us, r.P999us, r.ProbesPerGet,
+				fmtOpt(r.FPProbesPer1kGets, 2), fmtOpt(r.DataBlockReadsPer, 3),
+				r.FilterBitsPerKey, float64(r.FilterMemoryBytes)/(1<<20),
+				fmtOptU(r.Adaptations), fmtOptU(r.Rebuilds), fmtOptU(r.FalsePositiveProbes), bound, ratio)
+			if a := r.Adversary; a != nil {
+				qs := make([]string, len(a.Rounds))
+				for i, rd := range a.Rounds {
+					qs[i] = strconv.Itoa(rd.Queries)
+				}
+				line += fmt.Sprintf("%.5f\t%s\t", a.FinalFPRate, strings.Join(qs, ","))
+			}
+			fmt.Fprintln(tw, line)
+		}
+		tw.Flush()
+		for _, r := range rs {
+			if r.StoredNotFound > 0 {
+				fmt.Fprintf(w, "WARNING: %s/%s: %d reads of stored keys found nothing\n", r.Policy, r.Workload, r.StoredNotFound)
+			}
+		}
+	}
+}
+
+// tableNotes explains the columns once, below the table.
+const tableNotes = `
+probes/get: table probes (filter said "maybe") per Get = read amplification.
+FP: false-positive probes (a probe that found nothing); bits/key: filter bits
+per table entry in memory. FP bound = eps x (unique absent keys x filter checks
+per absent Get + unique stored keys x non-holding tables checked per stored
+Get), eps and checks measured per store on fresh keys after load: the false
+positives an ideal adaptive filter with the same first-time rate would pay.
+pebble: a real pebble.DB with its bloom filter on every level; point reads are
+SeekPrefixGE on an iterator with UseL6Filters (pebble's Get skips L6 filters),
+which positions every level, so it checks more filters per present key. Pebble
+does not split probes into true/false positives: FP is known only when every
+read is of an absent key; data-block reads and adaptation counters are n/a.
+`
+
+// writeJSON writes the results as a JSON array, one object per (policy, workload).
+func writeJSON(w io.Writer, results []*Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(results)
+}
+
+// writeCSV writes one row per result with the JSON field names as header;
+// unavailable values are empty cells.
+func writeCSV(w io.Writer, results []*Result) error {
+	cw := csv.NewWriter(w)
+	t := reflect.TypeOf(Result{})
+	var header []string
+	var idx []int
+	for i := 0; i < t.NumField(); i++ {
+		name := strings.Split(t.Field(i).Tag.Get("json"), ",")[0]
+		if name == "" || name == "-" || name == "adversary" {
+			continue
+		}
+		header = append(header, name)
+		idx = append(idx, i)
+	}
+	header = append(header, "adversary_final_fp_rate")
+	if err := cw.Write(header); err != nil {
+		return err
+	}
+	for _, r := range results {
+		v := reflect.ValueOf(*r)
+		row := make([]string, 0, len(header))
+		for _, i := range idx {
+			row = append(row, csvCell(v.Field(i)))
+		}
+		if r.Adversary != nil {
+			row = append(row, strconv.FormatFloat(r.Adversary.FinalFPRate, 'g', -1, 64))
+		} else {
+			row = append(row, "")
+		}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func csvCell(f reflect.Value) string {
+	switch f.Kind() {
+	case reflect.Pointer:
+		if f.IsNil() {
+			return ""
+		}
+		return csvCell(f.Elem())
+	case reflect.String:
+		return f.String()
+	case reflect.Uint64, reflect.Uint:
+		return strconv.FormatUint(f.Uint(), 10)
+	case reflect.Int:
+		return strconv.FormatInt(f.Int(), 10)
+	case reflect.Float64:
+		x := f.Float()
+		if math.IsNaN(x) {
+			return ""
+		}
+		return strconv.FormatFloat(x, 'g', 6, 64)
+	case reflect.Array:
+		parts := make([]string, f.Len())
+		for i := range parts {
+			parts[i] = csvCell(f.Index(i))
+		}
+		return strings.Join(parts, " ")
+	}
+	return fmt.Sprint(f.Interface())
+}

@@ -1,0 +1,79 @@
+package main
+
+// Result is one (policy, workload) row. Field names of the store's counters
+// are those of DESIGN.md; counters a store does not measure are null.
+type Result struct {
+	Policy   string `json:"policy"`
+	Workload string `json:"workload"`
+	Records  uint64 `json:"records"` // records in the store when the workload started
+	Threads  int    `json:"threads"`
+
+	// What kvbench issued.
+	Ops              uint64 `json:"ops"`
+	Reads            uint64 `json:"reads"`        // Gets issued: reads, absent-key reads, reads of read-modify-writes
+	AbsentReads      uint64 `json:"absent_reads"` // Gets of keys never stored
+	UniqueAbsentKeys uint64 `json:"unique_absent_keys"`
+	UniquePresent    uint64 `json:"unique_present_keys"`
+	StoredNotFound   uint64 `json:"stored_not_found"` // Gets of stored keys that found nothing: must be 0
+	Updates          uint64 `json:"updates"`
+	Inserts          uint64 `json:"inserts"`
+	Scans            uint64 `json:"scans"`
+	ReadModifyWrites uint64 `json:"read_modify_writes"`
+
+	Seconds   float64 `json:"seconds"`
+	OpsPerSec float64 `json:"ops_per_sec"`
+	P50us     float64 `json:"p50_us"`
+	P99us     float64 `json:"p99_us"`
+	P999us    float64 `json:"p999_us"`
+
+	// Store counters: deltas over the run phase.
+	Gets                uint64   `json:"gets"`
+	FilterChecks        uint64   `json:"filter_checks"`
+	FilterNegatives     uint64   `json:"filter_negatives"`
+	FilterMaybes        uint64   `json:"filter_maybes"` // table probes the filters allowed
+	FalsePositiveProbes *uint64  `json:"false_positive_probes"`
+	TruePositiveProbes  *uint64  `json:"true_positive_probes"`
+	DataBlockReads      *uint64  `json:"data_block_reads"`
+	Adaptations         *uint64  `json:"adaptations"`
+	Rebuilds            *uint64  `json:"rebuilds"`
+	RemoteReads         *uint64  `json:"remote_reads"`
+	FilterBitsPerKey    float64  `json:"filter_bits_per_key"` // in memory, per table entry (the store's figure)
+	FilterMemoryBytes   uint64   `json:"filter_memory_bytes"`
+	BitsPerKey          float64  `json:"bits_per_key"` // filter memory bits per record of the data set
+	TablesPerLevel      [7]int   `json:"tables_per_level"`
+	ProbesPerGet        float64  `json:"probes_per_get"` // table probes (filter "maybe") per Get: read amplification
+	FPProbesPer1kGets   *float64 `json:"fp_probes_per_1k_gets"`
+	DataBlockReadsPer   *float64 `json:"data_block_reads_per_get"`
+
+	// The run's lower bound: an ideal adaptive filter with the same
+	// first-time false-positive rate eps pays each unique (key, table) pair
+	// reaching a filter check at most once:
+	//   fp_lower_bound = eps × (unique_absent_keys × checks_per_absent_get
+	//                           + unique_present_keys × fp_checks_per_present_get)
+	// eps and the per-Get check counts are measured on this store by the
+	// calibration pass (fresh keys, after load); checks_per_absent_get is the
+	// run's own filter_checks/gets when every read is of an absent key.
+	Eps                   float64  `json:"eps"`
+	ChecksPerAbsentGet    float64  `json:"checks_per_absent_get"`
+	FPChecksPerPresentGet *float64 `json:"fp_checks_per_present_get"`
+	FPLowerBound          *float64 `json:"fp_lower_bound"`
+
+	Adversary *AdversaryResult `json:"adversary,omitempty"`
+}
+
+// AdversaryResult describes the rounds of the adversarial workload.
+type AdversaryResult struct {
+	Rounds      []AdversaryRound `json:"rounds"`
+	FinalFPRate float64          `json:"final_fp_rate"` // false-positive probes per Get in the last round
+}
+
+// AdversaryRound is one round: |Q| keys queried Subrounds times each.
+type AdversaryRound struct {
+	Queries  int    `json:"queries"`
+	Gets     uint64 `json:"gets"`
+	FPProbes uint64 `json:"fp_probes"`
+	FPKeys   int    `json:"fp_keys"` // keys that were a false positive at least once: next round's Q
+}
+
+func u64p(v uint64) *uint64   { return &v }
+func f64p(v float64) *float64 { return &v }

@@ -1,0 +1,429 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/adaptkv/adaptkv/cmd/kvbench/internal/ycsb"
+)
+
+const (
+	defaultRecords   = 500_000
+	defaultWorkloads = "workloadc,negzipf,mixed,adversary"
+	// The LSM shape of every store: small memtables and tables so that the
+	// default data set (about 60 MB of records) makes tens of tables over
+	// L0..L2 and beyond.
+	defaultMemTable   = 2 << 20
+	defaultTargetFile = 2 << 20
+	defaultBaseLevel  = 8 << 20
+	defaultL0Trigger  = 4
+	defaultCache      = 64 << 20
+)
+
+const usageText = `kvbench compares filter policies on read amplification and its cost.
+
+Usage: kvbench [flags]
+
+With no flags it loads %d records (100-byte values, keys "user"+FNV-64 of
+the record number) into a fresh store per policy in a temporary directory,
+runs the workloads %s on each, and on a Pebble peer
+(a real pebble.DB with its bloom filter), prints the comparison table and
+removes its data. Every store gets the same LSM shape: %d MiB memtables,
+%d MiB tables, %d MiB level base, L0 trigger %d, %d MiB block cache.
+
+Workloads are YCSB property files (recordcount, operationcount,
+readproportion, updateproportion, insertproportion, scanproportion,
+readmodifywriteproportion, requestdistribution=zipfian|uniform|latest,
+maxscanlength, fieldcount, fieldlength) with kvbench's extensions
+(negativeproportion, negativedistribution, negativeuniverse, adversary,
+adversaryqueries, adversarysubrounds, adversarymaxrounds). A name is looked up
+in testdata/workloads/ (workloada..workloadf or a..f, negzipf, mixed,
+adversary); anything else is a file path.
+
+Flags:
+`
+
+type options struct {
+	policies, workloads      string
+	records, ops             uint64
+	threads, bits            int
+	dir                      string
+	seed                     uint64
+	jsonPath, csvPath, plot  string
+	memTable, targetFile     int
+	baseLevel                int
+	calibrate                int
+	quiet                    bool
+	recordsSet               bool
+}
+
+// run is kvbench's main: it parses args, runs the benchmark, and writes the
+// table to stdout (or stderr when the JSON goes to stdout).
+func run(args []string, stdout, stderr io.Writer) error {
+	var o options
+	fs := flag.NewFlagSet("kvbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, usageText, defaultRecords, defaultWorkloads, defaultMemTable>>20,
+			defaultTargetFile>>20, defaultBaseLevel>>20, defaultL0Trigger, defaultCache>>20)
+		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "\nPolicies available in this build: %s\n", strings.Join(allPolicies(), ","))
+	}
+	fs.StringVar(&o.policies, "policies", "", "comma-separated policies (default: every filterpolicy name but none, plus pebble)")
+	fs.StringVar(&o.workloads, "workloads", defaultWorkloads, "comma-separated workload names or property-file paths")
+	fs.Uint64Var(&o.records, "records", defaultRecords, "records to load (default: the first workload's recordcount; the shipped files say 500000)")
+	fs.Uint64Var(&o.ops, "ops", 0, "operations per workload (0: each file's operationcount); the adversary then starts with ops/adversarysubrounds keys")
+	fs.IntVar(&o.threads, "threads", 1, "worker threads for load and mixed workloads (the adversary is single-threaded)")
+	fs.IntVar(&o.bits, "bits", 10, "bits/key of the bloom policy and of the Pebble peer's bloom filter")
+	fs.StringVar(&o.dir, "dir", "", "keep each store's data in DIR/<policy> and reuse it when it matches (default: a temporary directory, removed)")
+	fs.Uint64Var(&o.seed, "seed", 1, "random seed of values and operation streams")
+	fs.StringVar(&o.jsonPath, "json", "", "write results as JSON to FILE (- for stdout)")
+	fs.StringVar(&o.csvPath, "csv", "", "write results as CSV to FILE")
+	fs.StringVar(&o.plot, "plot", "", "draw wasted probes and ops/s per policy to FILE.svg or FILE.png")
+	fs.IntVar(&o.memTable, "memtable-size", defaultMemTable, "memtable size in bytes")
+	fs.IntVar(&o.targetFile, "target-file-size", defaultTargetFile, "target table size in bytes")
+	fs.IntVar(&o.baseLevel, "base-level-bytes", defaultBaseLevel, "size of the first level below L0 (pebble peer; kv when it supports it)")
+	fs.IntVar(&o.calibrate, "calibrate", 20000, "fresh keys per calibration pass (eps and checks per Get for the FP bound)")
+	fs.BoolVar(&o.quiet, "q", false, "no progress bars")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q (flags only; see -h)", fs.Args())
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "records" {
+			o.recordsSet = true
+		}
+	})
+	if o.threads < 1 || o.bits < 1 || o.memTable < 1<<10 || o.targetFile < 1<<10 || o.calibrate < 1 {
+		return errors.New("-threads, -bits, -calibrate must be positive; -memtable-size, -target-file-size at least 1 KiB")
+	}
+	workloads, err := loadWorkloads(o.workloads)
+	if err != nil {
+		return err
+	}
+	if !o.recordsSet {
+		o.records = workloads[0].RecordCount
+	}
+	if o.records == 0 {
+		return errors.New("-records must be positive")
+	}
+	policies, err := selectPolicies(o.policies)
+	if err != nil {
+		return err
+	}
+
+	table := stdout
+	if o.jsonPath == "-" {
+		table = stderr
+	}
+	showProgress := !o.quiet && isTerminal(stderr) && !(o.jsonPath == "-" && !isTerminal(stdout))
+	prog := func(desc string, total int64) *progress {
+		if !showProgress {
+			return nil
+		}
+		return newProgress(stderr, desc, total)
+	}
+
+	base := o.dir
+	if base == "" {
+		base, err = os.MkdirTemp("", "kvbench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(base)
+	}
+	cfg := StoreConfig{
+		BitsPerKey: o.bits, MemTableSize: o.memTable, TargetFileSize: uint64(o.targetFile),
+		BaseLevelBytes: uint64(o.baseLevel), L0Trigger: defaultL0Trigger, BlockCacheSize: defaultCache,
+	}
+	valueSize := workloads[0].ValueSize()
+	var results []*Result
+	start := time.Now()
+	for _, pol := range policies {
+		rs, err := benchPolicy(pol, cfg, base, o, workloads, valueSize, prog, table)
+		if err != nil {
+			return fmt.Errorf("%s: %w", pol, err)
+		}
+		results = append(results, rs...)
+	}
+	// Group by workload, policies in the order given.
+	slices.SortStableFunc(results, func(a, b *Result) int {
+		return indexOf(workloads, a.Workload) - indexOf(workloads, b.Workload)
+	})
+	printTable(table, results)
+	fmt.Fprint(table, tableNotes)
+	fmt.Fprintf(table, "total time %.1fs\n", time.Since(start).Seconds())
+
+	if o.jsonPath != "" {
+		var w io.Writer = stdout
+		if o.jsonPath != "-" {
+			f, err := os.Create(o.jsonPath)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			w = f
+		}
+		if err := writeJSON(w, results); err != nil {
+			return err
+		}
+	}
+	if o.csvPath != "" {
+		f, err := os.Create(o.csvPath)
+		if err != nil {
+			return err
+		}
+		if err := writeCSV(f, results); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	if o.plot != "" {
+		if err := writePlot(o.plot, results); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func indexOf(ws []*ycsb.Workload, name string) int {
+	for i, w := range ws {
+		if w.Name == name {
+			return i
+		}
+	}
+	return len(ws)
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// marker describes a kept data set (-dir) so that a later run reuses it only
+// when it was loaded the same way.
+type marker struct {
+	Records    uint64      `json:"records"`
+	ValueSize  int         `json:"value_size"`
+	Seed       uint64      `json:"seed"`
+	Config     StoreConfig `json:"config"`
+	Incomplete bool        `json:"incomplete"`
+}
+
+const markerFile = "kvbench-dataset.json"
+
+func readMarker(dir string) (marker, bool) {
+	var m marker
+	b, err := os.ReadFile(filepath.Join(dir, markerFile))
+	if err != nil || json.Unmarshal(b, &m) != nil {
+		return m, false
+	}
+	return m, true
+}
+
+func writeMarker(dir string, m marker) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, markerFile), b, 0o644)
+}
+
+// benchPolicy loads (or reuses) one store, calibrates it and runs every workload.
+func benchPolicy(pol string, cfg StoreConfig, base string, o options, workloads []*ycsb.Workload,
+	valueSize int, prog func(string, int64) *progress, log io.Writer) ([]*Result, error) {
+	dir := filepath.Join(base, pol)
+	cfg.Dir = filepath.Join(dir, "db")
+	want := marker{Records: o.records, ValueSize: valueSize, Seed: o.seed, Config: cfg}
+	have, ok := readMarker(dir)
+	reuse := o.dir != "" && ok && !have.Incomplete && have.ValueSize == want.ValueSize &&
+		have.Seed == want.Seed && have.Config == want.Config && have.Records >= o.records
+	if !reuse {
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	store, err := openStore(pol, cfg)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{store: store, policy: pol, threads: o.threads, seed: o.seed, valueSize: valueSize, progress: prog}
+	closeStore := func() error {
+		err := store.Close()
+		if o.dir != "" {
+			m := want
+			m.Records = r.records
+			m.Incomplete = err != nil
+			err = errors.Join(err, writeMarker(dir, m))
+		}
+		return err
+	}
+	t0 := time.Now()
+	if reuse {
+		r.records = have.Records
+		fmt.Fprintf(log, "%s: reusing %d records in %s\n", pol, r.records, dir)
+	} else {
+		if o.dir != "" {
+			m := want
+			m.Incomplete = true
+			if err := writeMarker(dir, m); err != nil {
+				store.Close()
+				return nil, err
+			}
+		}
+		if err := r.load(o.records); err != nil {
+			store.Close()
+			return nil, err
+		}
+	}
+	var shape Counters
+	if err := store.Footprint(&shape); err != nil {
+		store.Close()
+		return nil, err
+	}
+	cal, err := r.calibrate(min(o.calibrate, int(r.records)))
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	fmt.Fprintf(log, "%-8s %d records ready in %.1fs; tables per level L0..L6 %v; filter %.2f bits/key, %.2f MiB; eps %.5f, %.2f filter checks per absent Get\n",
+		pol, r.records, time.Since(t0).Seconds(), shape.Files, shape.FilterBitsPerKey,
+		float64(shape.FilterMemoryBytes)/(1<<20), cal.eps, cal.checksPerAbsentGet)
+
+	var results []*Result
+	for _, w := range workloads {
+		var res *Result
+		var err error
+		wl := *w
+		if wl.Adversary {
+			if o.ops > 0 {
+				wl.AdversaryQueries = max(1, o.ops/uint64(wl.AdversarySubrounds))
+			}
+			res, err = r.adversary(&wl, cal)
+		} else {
+			ops := wl.OperationCount
+			if o.ops > 0 {
+				ops = o.ops
+			}
+			res, err = r.run(&wl, ops, cal)
+		}
+		if err != nil {
+			closeStore()
+			return nil, err
+		}
+		results = append(results, res)
+	}
+	return results, closeStore()
+}
+
+// loadWorkloads resolves and parses the -workloads list.
+func loadWorkloads(list string) ([]*ycsb.Workload, error) {
+	var out []*ycsb.Workload
+	seen := map[string]bool{}
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		path, err := resolveWorkload(name)
+		if err != nil {
+			return nil, err
+		}
+		w, err := ycsb.ParseFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if seen[w.Name] {
+			return nil, fmt.Errorf("workload %s listed twice", w.Name)
+		}
+		seen[w.Name] = true
+		if len(out) > 0 && w.ValueSize() != out[0].ValueSize() {
+			return nil, fmt.Errorf("workload %s: value size %d differs from %s's %d (one data set per run)",
+				w.Name, w.ValueSize(), out[0].Name, out[0].ValueSize())
+		}
+		out = append(out, w)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("-workloads is empty")
+	}
+	return out, nil
+}
+
+// resolveWorkload maps a name to a property file: an existing path, or a
+// shipped workload in testdata/workloads of the module (searched from the
+// working directory upwards).
+func resolveWorkload(name string) (string, error) {
+	if st, err := os.Stat(name); err == nil && !st.IsDir() {
+		return name, nil
+	}
+	if strings.ContainsRune(name, os.PathSeparator) {
+		return "", fmt.Errorf("workload file %s not found", name)
+	}
+	if len(name) == 1 && name[0] >= 'a' && name[0] <= 'f' {
+		name = "workload" + name
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		p := filepath.Join(dir, "testdata", "workloads", name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	return "", fmt.Errorf("workload %q: not a file and not in testdata/workloads (run from the adaptkv module, or pass a path)", name)
+}
+
+// selectPolicies resolves -policies.
+func selectPolicies(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return defaultPolicies(), nil
+	}
+	known := allPolicies()
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !slices.Contains(known, p) {
+			return nil, fmt.Errorf("%w %q (available: %s)", ErrUnknownStore, p, strings.Join(known, ","))
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("-policies is empty")
+	}
+	return out, nil
+}

@@ -1,0 +1,439 @@
+package main
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math/bits"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/adaptkv/adaptkv/cmd/kvbench/internal/ycsb"
+)
+
+// bitset is a concurrent set of small integers (unique keys touched).
+type bitset []atomic.Uint64
+
+func newBitset(n uint64) bitset { return make(bitset, (n+63)/64) }
+
+func (b bitset) add(i uint64) {
+	if w := i / 64; w < uint64(len(b)) {
+		b[w].Or(1 << (i % 64))
+	}
+}
+
+func (b bitset) count() uint64 {
+	var n uint64
+	for i := range b {
+		n += uint64(bits.OnesCount64(b[i].Load()))
+	}
+	return n
+}
+
+// calibration holds what the calibration pass measured on one store.
+type calibration struct {
+	eps                   float64  // false-positive probes per filter check, fresh absent keys
+	checksPerAbsentGet    float64  // filter checks per Get of an absent key
+	fpChecksPerPresentGet *float64 // filter checks that could be false positives per Get of a stored key
+}
+
+// runner drives one store through load, calibration and workloads.
+type runner struct {
+	store     Store
+	policy    string
+	threads   int
+	seed      uint64
+	valueSize int
+	records   uint64 // records in the store (grows with inserts)
+	progress  func(desc string, total int64) *progress
+}
+
+func workloadSeed(seed uint64, name string, thread int) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return seed*0x9E3779B97F4A7C15 ^ h.Sum64() ^ uint64(thread+1)*0xBF58476D1CE4E5B9
+}
+
+// load inserts records 0..n-1 with threads writers, then flushes and waits
+// for compactions to settle.
+func (r *runner) load(n uint64) error {
+	bar := r.progress("load "+r.policy, int64(n))
+	defer bar.finish()
+	var wg sync.WaitGroup
+	errs := make([]error, r.threads)
+	for t := 0; t < r.threads; t++ {
+		wg.Add(1)
+		go func(t int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(workloadSeed(r.seed, "load", t), 1))
+			key := make([]byte, 0, 32)
+			val := make([]byte, r.valueSize)
+			for i := uint64(t); i < n; i += uint64(r.threads) {
+				key = ycsb.AppendKey(key[:0], i)
+				ycsb.FillValue(rng, val)
+				if err := r.store.Set(key, val); err != nil {
+					errs[t] = fmt.Errorf("load record %d: %w", i, err)
+					return
+				}
+				bar.add(1)
+			}
+		}(t)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	r.records = n
+	if err := r.store.Flush(); err != nil {
+		return fmt.Errorf("flush after load: %w", err)
+	}
+	return r.store.Settle()
+}
+
+// calibrate measures eps and tables checked per Get on fresh keys: k absent
+// keys of their own universe, then k stored keys drawn uniformly.
+func (r *runner) calibrate(k int) (calibration, error) {
+	var c calibration
+	m0, err := r.store.Metrics()
+	if err != nil {
+		return c, err
+	}
+	key := make([]byte, 0, 48)
+	for i := 0; i < k; i++ {
+		key = ycsb.AppendAbsentKey(key[:0], uint64(i), "calibrate")
+		if _, err := r.store.Get(key); err != nil {
+			return c, err
+		}
+	}
+	m1, err := r.store.Metrics()
+	if err != nil {
+		return c, err
+	}
+	d := m1.Sub(m0)
+	if d.FilterChecks > 0 {
+		// Every probe of an absent key is a false positive, so "maybes"
+		// are exact here even for a store without a probe split.
+		c.eps = float64(d.Maybes()) / float64(d.FilterChecks)
+	}
+	c.checksPerAbsentGet = float64(d.FilterChecks) / float64(k)
+
+	rng := rand.New(rand.NewPCG(workloadSeed(r.seed, "calibrate", 0), 2))
+	for i := 0; i < k; i++ {
+		key = ycsb.AppendKey(key[:0], rng.Uint64N(r.records))
+		found, err := r.store.Get(key)
+		if err != nil {
+			return c, err
+		}
+		if !found {
+			return c, fmt.Errorf("calibration: stored key %q not found", key)
+		}
+	}
+	m2, err := r.store.Metrics()
+	if err != nil {
+		return c, err
+	}
+	if m2.Known.ProbeSplit {
+		d := m2.Sub(m1)
+		// Checks of tables that do not hold the key: all but the true positives.
+		c.fpChecksPerPresentGet = f64p(float64(d.FilterChecks-d.TruePositiveProbes) / float64(k))
+	}
+	return c, nil
+}
+
+type workerStats struct {
+	hist                          histogram
+	ops, reads, absent, notFound  uint64
+	updates, inserts, scans, rmws uint64
+	err                           error
+}
+
+// run executes a mixed workload with r.threads workers.
+func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, error) {
+	counter := ycsb.NewCounter(r.records)
+	universe := w.NegativeUniverseSize(r.records)
+	absentSeen := newBitset(universe)
+	presentSeen := newBitset(r.records + ops)
+	bar := r.progress(fmt.Sprintf("%s/%s", r.policy, w.Name), int64(ops))
+	before, err := r.store.Metrics()
+	if err != nil {
+		return nil, err
+	}
+	stats := make([]workerStats, r.threads)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for t := 0; t < r.threads; t++ {
+		n := ops / uint64(r.threads)
+		if uint64(t) < ops%uint64(r.threads) {
+			n++
+		}
+		wg.Add(1)
+		go func(t int, n uint64) {
+			defer wg.Done()
+			st := &stats[t]
+			s := ycsb.NewStream(w, r.records, ops, counter, workloadSeed(r.seed, w.Name, t))
+			key := make([]byte, 0, 64)
+			val := make([]byte, w.ValueSize())
+			for i := uint64(0); i < n; i++ {
+				op := s.Next()
+				var err error
+				t0 := time.Now()
+				switch op.Kind {
+				case ycsb.OpRead:
+					key = ycsb.AppendKey(key[:0], op.Key)
+					var found bool
+					found, err = r.store.Get(key)
+					st.reads++
+					presentSeen.add(op.Key)
+					if err == nil && !found {
+						st.notFound++
+					}
+				case ycsb.OpReadAbsent:
+					key = ycsb.AppendAbsentKey(key[:0], op.Key, w.Name)
+					var found bool
+					found, err = r.store.Get(key)
+					st.reads++
+					st.absent++
+					absentSeen.add(op.Key)
+					if err == nil && found {
+						err = fmt.Errorf("absent key %q found", key)
+					}
+				case ycsb.OpUpdate:
+					key = ycsb.AppendKey(key[:0], op.Key)
+					s.FillValue(val)
+					err = r.store.Set(key, val)
+					st.updates++
+				case ycsb.OpInsert:
+					key = ycsb.AppendKey(key[:0], op.Key)
+					s.FillValue(val)
+					err = r.store.Set(key, val)
+					counter.Ack(op.Key)
+					st.inserts++
+				case ycsb.OpScan:
+					key = ycsb.AppendKey(key[:0], op.Key)
+					_, err = r.store.Scan(key, op.ScanLen)
+					st.scans++
+				case ycsb.OpReadModifyWrite:
+					key = ycsb.AppendKey(key[:0], op.Key)
+					var found bool
+					found, err = r.store.Get(key)
+					st.reads++
+					presentSeen.add(op.Key)
+					if err == nil && !found {
+						st.notFound++
+					}
+					if err == nil {
+						s.FillValue(val)
+						err = r.store.Set(key, val)
+					}
+					st.rmws++
+				}
+				st.hist.record(time.Since(t0))
+				st.ops++
+				if err != nil {
+					st.err = fmt.Errorf("%s %s: %w", w.Name, op.Kind, err)
+					return
+				}
+				bar.add(1)
+			}
+		}(t, n)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	bar.finish()
+	var all workerStats
+	for i := range stats {
+		s := &stats[i]
+		if s.err != nil {
+			return nil, s.err
+		}
+		all.hist.merge(&s.hist)
+		all.ops += s.ops
+		all.reads += s.reads
+		all.absent += s.absent
+		all.notFound += s.notFound
+		all.updates += s.updates
+		all.inserts += s.inserts
+		all.scans += s.scans
+		all.rmws += s.rmws
+	}
+	after, err := r.store.Metrics()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.store.Footprint(&after); err != nil {
+		return nil, err
+	}
+	res := &Result{
+		Policy: r.policy, Workload: w.Name, Records: r.records, Threads: r.threads,
+		Ops: all.ops, Reads: all.reads, AbsentReads: all.absent,
+		UniqueAbsentKeys: absentSeen.count(), UniquePresent: presentSeen.count(),
+		StoredNotFound: all.notFound, Updates: all.updates, Inserts: all.inserts,
+		Scans: all.scans, ReadModifyWrites: all.rmws,
+		Seconds: elapsed.Seconds(), OpsPerSec: float64(all.ops) / elapsed.Seconds(),
+		P50us: all.hist.quantile(0.50), P99us: all.hist.quantile(0.99), P999us: all.hist.quantile(0.999),
+	}
+	r.records = counter.Count()
+	fillCounters(res, after.Sub(before), cal)
+	return res, nil
+}
+
+// fillCounters copies the run's counter deltas into res and derives the
+// per-Get figures and the lower bound.
+func fillCounters(res *Result, d Counters, cal calibration) {
+	res.Gets = d.Gets
+	if !d.Known.Gets {
+		res.Gets = res.Reads
+	}
+	res.FilterChecks = d.FilterChecks
+	res.FilterNegatives = d.FilterNegatives
+	res.FilterMaybes = d.Maybes()
+	absentOnly := res.Reads > 0 && res.AbsentReads == res.Reads
+	switch {
+	case d.Known.ProbeSplit:
+		res.FalsePositiveProbes = u64p(d.FalsePositiveProbes)
+		res.TruePositiveProbes = u64p(d.TruePositiveProbes)
+		res.FilterMaybes = d.FalsePositiveProbes + d.TruePositiveProbes
+	case absentOnly:
+		// Every "maybe" on an absent key is a false positive.
+		res.FalsePositiveProbes = u64p(d.Maybes())
+		res.TruePositiveProbes = u64p(0)
+	}
+	if d.Known.DataBlockReads {
+		res.DataBlockReads = u64p(d.DataBlockReads)
+	}
+	if d.Known.Adaptive {
+		res.Adaptations = u64p(d.Adaptations)
+		res.Rebuilds = u64p(d.Rebuilds)
+		res.RemoteReads = u64p(d.RemoteReads)
+	}
+	res.FilterBitsPerKey = d.FilterBitsPerKey
+	res.FilterMemoryBytes = d.FilterMemoryBytes
+	if res.Records > 0 {
+		res.BitsPerKey = float64(d.FilterMemoryBytes*8) / float64(res.Records)
+	}
+	res.TablesPerLevel = d.Files
+	if res.Gets > 0 {
+		g := float64(res.Gets)
+		res.ProbesPerGet = float64(res.FilterMaybes) / g
+		if res.FalsePositiveProbes != nil {
+			res.FPProbesPer1kGets = f64p(float64(*res.FalsePositiveProbes) * 1000 / g)
+		}
+		if res.DataBlockReads != nil {
+			res.DataBlockReadsPer = f64p(float64(*res.DataBlockReads) / g)
+		}
+	}
+	res.Eps = cal.eps
+	res.ChecksPerAbsentGet = cal.checksPerAbsentGet
+	if absentOnly {
+		res.ChecksPerAbsentGet = float64(d.FilterChecks) / float64(res.Reads)
+	}
+	res.FPChecksPerPresentGet = cal.fpChecksPerPresentGet
+	presentReads := res.Reads - res.AbsentReads
+	switch {
+	case presentReads == 0:
+		res.FPLowerBound = f64p(cal.eps * float64(res.UniqueAbsentKeys) * res.ChecksPerAbsentGet)
+	case cal.fpChecksPerPresentGet != nil:
+		res.FPLowerBound = f64p(cal.eps * (float64(res.UniqueAbsentKeys)*res.ChecksPerAbsentGet +
+			float64(res.UniquePresent)**cal.fpChecksPerPresentGet))
+	}
+}
+
+// adversary runs the adversarial stream of the TAF paper, section 6.1:
+// round 1 queries |Q| fresh absent keys; a round queries every key of Q
+// subrounds times; keys that were never a false positive in the round leave
+// Q. A Get is a false positive when the store's false_positive_probes counter
+// moved across it (single-threaded, so the delta is this Get's).
+func (r *runner) adversary(w *ycsb.Workload, cal calibration) (*Result, error) {
+	q0 := w.AdversaryQueries
+	if q0 == 0 {
+		q0 = w.OperationCount / uint64(w.AdversarySubrounds)
+	}
+	if q0 == 0 {
+		return nil, fmt.Errorf("%s: adversaryqueries (or operationcount) must be positive", w.Name)
+	}
+	queue := make([]uint64, q0)
+	for i := range queue {
+		queue[i] = uint64(i)
+	}
+	bar := r.progress(fmt.Sprintf("%s/%s", r.policy, w.Name), int64(q0)*int64(w.AdversarySubrounds))
+	defer bar.finish()
+	before, err := r.store.Metrics()
+	if err != nil {
+		return nil, err
+	}
+	var hist histogram
+	var spent time.Duration
+	adv := &AdversaryResult{}
+	key := make([]byte, 0, 64)
+	var gets uint64
+	for round := 0; round < w.AdversaryMaxRounds && len(queue) > 0; round++ {
+		fp := make([]bool, len(queue))
+		rd := AdversaryRound{Queries: len(queue)}
+		for sub := 0; sub < w.AdversarySubrounds; sub++ {
+			for i, k := range queue {
+				key = ycsb.AppendAbsentKey(key[:0], k, w.Name)
+				m0, err := r.store.Metrics()
+				if err != nil {
+					return nil, err
+				}
+				t0 := time.Now()
+				found, err := r.store.Get(key)
+				d := time.Since(t0)
+				if err != nil {
+					return nil, err
+				}
+				if found {
+					return nil, fmt.Errorf("absent key %q found", key)
+				}
+				m1, err := r.store.Metrics()
+				if err != nil {
+					return nil, err
+				}
+				spent += d
+				hist.record(d)
+				gets++
+				rd.Gets++
+				// A store without a probe split reports "maybes" there:
+				// exact, since every key here is absent.
+				if n := m1.FalsePositiveProbes - m0.FalsePositiveProbes; n > 0 {
+					rd.FPProbes += n
+					fp[i] = true
+				}
+				if round == 0 {
+					bar.add(1)
+				}
+			}
+		}
+		next := queue[:0]
+		for i, k := range queue {
+			if fp[i] {
+				next = append(next, k)
+			}
+		}
+		queue = next
+		rd.FPKeys = len(queue)
+		adv.Rounds = append(adv.Rounds, rd)
+	}
+	last := adv.Rounds[len(adv.Rounds)-1]
+	adv.FinalFPRate = float64(last.FPProbes) / float64(last.Gets)
+	after, err := r.store.Metrics()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.store.Footprint(&after); err != nil {
+		return nil, err
+	}
+	res := &Result{
+		Policy: r.policy, Workload: w.Name, Records: r.records, Threads: 1,
+		Ops: gets, Reads: gets, AbsentReads: gets, UniqueAbsentKeys: q0,
+		Seconds:   spent.Seconds(),
+		OpsPerSec: float64(gets) / spent.Seconds(),
+		P50us:     hist.quantile(0.50), P99us: hist.quantile(0.99), P999us: hist.quantile(0.999),
+		Adversary: adv,
+	}
+	fillCounters(res, after.Sub(before), cal)
+	return res, nil
+}

@@ -1,0 +1,128 @@
+package main
+
+import "errors"
+
+// Store is what kvbench drives: the adaptkv store under one filter policy, or
+// the Pebble peer. Implementations must be safe for concurrent use.
+type Store interface {
+	// Get reads key; found reports whether it exists.
+	Get(key []byte) (found bool, err error)
+	Set(key, value []byte) error
+	Delete(key []byte) error
+	// Scan reads up to n records from start on and returns how many it read.
+	Scan(start []byte, n int) (int, error)
+	// Flush writes the memtable out to tables.
+	Flush() error
+	// Settle waits until background compactions are quiet (best effort).
+	Settle() error
+	// Metrics returns the store's cumulative counters. It is called around
+	// every Get of the adversarial workload, so it must be cheap.
+	Metrics() (Counters, error)
+	// Footprint fills the gauges: filter memory, bits per key, tables per level.
+	Footprint(c *Counters) error
+	Close() error
+}
+
+// Counters are a store's cumulative counters, named as in DESIGN.md.
+type Counters struct {
+	Gets                uint64 // Get calls the store counted
+	FilterChecks        uint64 // filter consultations
+	FilterNegatives     uint64 // filter said "absent": probes saved
+	FalsePositiveProbes uint64 // "maybe" followed by a table lookup that found nothing
+	TruePositiveProbes  uint64
+	DataBlockReads      uint64
+	Adaptations         uint64
+	Rebuilds            uint64
+	RemoteReads         uint64
+	FilterBitsPerKey    float64 // in-memory filter bits per table entry
+	FilterMemoryBytes   uint64
+	Files               [7]int // tables per level
+
+	// Known says which counters the store measures.
+	Known Known
+}
+
+// Known flags the counters a store really measures; the others are reported
+// as unavailable (JSON null, "n/a" in the table).
+type Known struct {
+	// Gets: the store counts Gets itself (else kvbench reports the reads it issued).
+	Gets bool
+	// ProbeSplit: false and true positive probes are counted separately.
+	// Without it only "maybe" answers are known (FalsePositiveProbes holds
+	// them), which are all false positives when every read is of an absent key.
+	ProbeSplit bool
+	// DataBlockReads, Adaptive (adaptations, rebuilds, remote reads).
+	DataBlockReads bool
+	Adaptive       bool
+}
+
+// Maybes returns the filter's "maybe" answers: the table probes it allowed.
+func (c Counters) Maybes() uint64 { return c.FilterChecks - c.FilterNegatives }
+
+// Sub returns the counter deltas c - before (gauges are taken from c).
+func (c Counters) Sub(before Counters) Counters {
+	d := c
+	d.Gets -= before.Gets
+	d.FilterChecks -= before.FilterChecks
+	d.FilterNegatives -= before.FilterNegatives
+	d.FalsePositiveProbes -= before.FalsePositiveProbes
+	d.TruePositiveProbes -= before.TruePositiveProbes
+	d.DataBlockReads -= before.DataBlockReads
+	d.Adaptations -= before.Adaptations
+	d.Rebuilds -= before.Rebuilds
+	d.RemoteReads -= before.RemoteReads
+	return d
+}
+
+// StoreConfig is the shape of the data set's LSM, shared by every store of a
+// run so that they hold the same tables.
+type StoreConfig struct {
+	Dir            string
+	BitsPerKey     int
+	MemTableSize   int
+	TargetFileSize uint64
+	BaseLevelBytes uint64
+	L0Trigger      int
+	BlockCacheSize int64
+}
+
+// ErrUnknownStore is returned for a policy name no store implements.
+var ErrUnknownStore = errors.New("kvbench: unknown policy")
+
+// extraStores are stores registered by tests (an in-memory fake).
+var extraStores = map[string]func(StoreConfig) (Store, error){}
+
+// excludedByDefault are policies the default run skips: "none" probes every
+// table for every Get, which makes the default run far longer and says
+// nothing about filters. Ask for it with -policies.
+var excludedByDefault = map[string]bool{"none": true}
+
+// defaultPolicies are the adaptkv policies (but none) plus the Pebble peer.
+func defaultPolicies() []string {
+	var out []string
+	for _, p := range kvPolicies() {
+		if !excludedByDefault[p] {
+			out = append(out, p)
+		}
+	}
+	return append(out, pebblePeerName)
+}
+
+// allPolicies lists every store name this build can open.
+func allPolicies() []string {
+	out := append(kvPolicies(), pebblePeerName)
+	for name := range extraStores {
+		out = append(out, name)
+	}
+	return out
+}
+
+func openStore(name string, cfg StoreConfig) (Store, error) {
+	if name == pebblePeerName {
+		return openPebble(cfg)
+	}
+	if f, ok := extraStores[name]; ok {
+		return f(cfg)
+	}
+	return openKV(name, cfg)
+}
