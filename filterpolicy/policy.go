@@ -72,7 +72,7 @@ type Policy interface {
 type Options struct {
 	// BitsPerKey of the bloom filter (default 10, 1..64).
 	BitsPerKey int
-	// RemainderBits of quotient-filter based policies (default 8).
+	// RemainderBits of quotient-filter based policies (default 8, 4..16).
 	RemainderBits int
 	// LoadFactor of quotient-filter based policies (default 0.95).
 	LoadFactor float64
@@ -125,8 +125,8 @@ func New(name string, opts Options) (Policy, error) {
 	if opts.RemainderBits == 0 {
 		opts.RemainderBits = 8
 	}
-	if opts.RemainderBits < 1 || opts.RemainderBits > 32 {
-		return nil, fmt.Errorf("%w: RemainderBits %d not in [1,32]", ErrInvalidOptions, opts.RemainderBits)
+	if opts.RemainderBits < 4 || opts.RemainderBits > 16 {
+		return nil, fmt.Errorf("%w: RemainderBits %d not in [4,16]", ErrInvalidOptions, opts.RemainderBits)
 	}
 	if opts.LoadFactor == 0 {
 		opts.LoadFactor = 0.95
