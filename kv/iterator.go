@@ -357,7 +357,7 @@ func (i *Iterator) findNext(ok bool, skip []byte) bool {
 			continue
 		}
 		i.key = append(i.key[:0:0], k.UserKey...)
-		i.value = append(i.value[:0:0], it.Value()...)
+		i.value = append(make([]byte, 0, len(it.Value())), it.Value()...)
 		i.valid = true
 		i.pos = true
 		return true
@@ -393,7 +393,7 @@ func (i *Iterator) findPrev(ok bool) bool {
 			continue
 		}
 		i.key = append(i.key[:0:0], k.UserKey...)
-		i.value = append(i.value[:0:0], it.Value()...)
+		i.value = append(make([]byte, 0, len(it.Value())), it.Value()...)
 		have = true
 	}
 	i.pos = ok

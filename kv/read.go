@@ -56,7 +56,7 @@ func (db *DB) get(key []byte, seq uint64) ([]byte, error) {
 	for _, mt := range rs.mems {
 		if v, kind, ok := mt.Get(key, rs.seq); ok {
 			if kind == sstable.KindSet {
-				return slices.Clone(v), nil
+				return append(make([]byte, 0, len(v)), v...), nil
 			}
 			return nil, ErrNotFound
 		}
@@ -108,6 +108,9 @@ func (db *DB) getFromTable(t *compaction.TableMeta, key []byte, seq uint64) (val
 		return nil, false, nil
 	}
 	if kind == sstable.KindSet {
+		if v == nil {
+			v = []byte{}
+		}
 		return v, true, nil
 	}
 	return nil, true, ErrNotFound

@@ -186,6 +186,12 @@ func (db *DB) rotateMemtable() error {
 	if err != nil {
 		return err
 	}
+	// The old WAL is fsynced whole before the next one exists, so recovery
+	// may treat a bad record in any WAL but the newest as corruption.
+	old := db.wal
+	if err := old.flush(true); err != nil {
+		return db.setBGErr(fmt.Errorf("kv: sync WAL: %w", err))
+	}
 	num := db.allocFileNum()
 	w, err := createWAL(db.fs, db.fs.PathJoin(db.dir, walFileName(num)), num)
 	if err != nil {
@@ -195,7 +201,6 @@ func (db *DB) rotateMemtable() error {
 		w.close()
 		return db.setBGErr(fmt.Errorf("kv: sync dir: %w", err))
 	}
-	old := db.wal
 	if err := old.close(); err != nil {
 		w.close()
 		return db.setBGErr(fmt.Errorf("kv: close WAL: %w", err))

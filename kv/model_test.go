@@ -1,0 +1,305 @@
+package kv
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+)
+
+var (
+	flagModelOps  = flag.Int("kv.modelops", 0, "model test: total operations across all filter policies (default 200000, 30000 with -short)")
+	flagModelSeed = flag.Uint64("kv.seed", 0, "model test: seed (0 = time-based; printed on failure)")
+)
+
+// model is the reference: a plain map of live keys.
+type model map[string][]byte
+
+func (m model) clone() model {
+	c := make(model, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+func (m model) sortedKeys(lower, upper []byte) []string {
+	var ks []string
+	for k := range m {
+		if lower != nil && k < string(lower) {
+			continue
+		}
+		if upper != nil && k >= string(upper) {
+			continue
+		}
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+type modelSnap struct {
+	s *Snapshot
+	m model
+}
+
+// TestModel runs random operations against the store and a map, for every
+// filter policy, and fails at the first divergence with the seed.
+func TestModel(t *testing.T) {
+	total := 200_000
+	if testing.Short() {
+		total = 30_000
+	}
+	if *flagModelOps > 0 {
+		total = *flagModelOps
+	}
+	names := filterpolicy.Names()
+	per := total / len(names)
+	base := *flagModelSeed
+	if base == 0 {
+		base = uint64(time.Now().UnixNano())
+	}
+	for i, name := range names {
+		seed := base + uint64(i)
+		t.Run(name, func(t *testing.T) {
+			t.Logf("seed %d (rerun with -kv.seed=%d)", seed, base)
+			runModel(t, name, seed, per)
+		})
+	}
+}
+
+func runModel(t *testing.T, policy string, seed uint64, nops int) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	fs := vfs.NewMem()
+	opts := &Options{
+		FS: fs, FilterPolicy: policy,
+		MemTableSize: 16 << 10, TargetFileSize: 8 << 10, L0CompactionThreshold: 2,
+		MaxOpenFiles: 6, BlockCacheSize: 256 << 10,
+	}
+	db, err := Open("db", opts)
+	require.NoError(t, err)
+	defer func() {
+		if db != nil {
+			db.Close()
+		}
+	}()
+	m := model{}
+	var snaps []modelSnap
+	op, what := 0, ""
+	ctx := func() string { return fmt.Sprintf("policy %s seed %d op %d (%s)", policy, seed, op, what) }
+	const keySpace = 1500
+	randKey := func() []byte {
+		if rng.IntN(20) == 0 {
+			return fmt.Appendf(nil, "absent%06d", rng.IntN(1_000_000)) // never written
+		}
+		return fmt.Appendf(nil, "k%05d", rng.IntN(keySpace))
+	}
+	randValue := func() []byte {
+		v := make([]byte, rng.IntN(40))
+		for i := range v {
+			v[i] = byte('a' + rng.IntN(26))
+		}
+		return v
+	}
+	writeOpts := func() *WriteOptions {
+		if rng.IntN(4) == 0 {
+			return Sync
+		}
+		return NoSync
+	}
+	get := func(g func([]byte) ([]byte, error), m model, key []byte) {
+		v, err := g(key)
+		want, ok := m[string(key)]
+		if !ok {
+			require.ErrorIs(t, err, ErrNotFound, "get %q: %s", key, ctx())
+			return
+		}
+		require.NoError(t, err, "get %q: %s", key, ctx())
+		require.Equal(t, want, v, "get %q: %s", key, ctx())
+	}
+	iterCheck := func(newIter func(*IterOptions) (*Iterator, error), m model) {
+		var o IterOptions
+		if rng.IntN(2) == 0 {
+			o.LowerBound = fmt.Appendf(nil, "k%05d", rng.IntN(keySpace))
+		}
+		if rng.IntN(2) == 0 {
+			o.UpperBound = fmt.Appendf(nil, "k%05d", rng.IntN(keySpace))
+		}
+		it, err := newIter(&o)
+		require.NoError(t, err, ctx())
+		defer func() { require.NoError(t, it.Close(), ctx()) }()
+		keys := m.sortedKeys(o.LowerBound, o.UpperBound)
+		pos := -1 // expected index into keys; -1 or len: invalid
+		var ok bool
+		switch rng.IntN(4) {
+		case 0:
+			ok, pos = it.First(), 0
+		case 1:
+			ok, pos = it.Last(), len(keys)-1
+		case 2:
+			k := fmt.Sprintf("k%05d", rng.IntN(keySpace))
+			ok = it.SeekGE([]byte(k))
+			pos = sort.SearchStrings(keys, k)
+		case 3:
+			k := fmt.Sprintf("k%05d", rng.IntN(keySpace))
+			ok = it.SeekLT([]byte(k))
+			pos = sort.SearchStrings(keys, k) - 1
+		}
+		steps := rng.IntN(40)
+		if rng.IntN(10) == 0 {
+			steps = len(keys) + 2 // a full walk
+		}
+		fwd := rng.IntN(2) == 0
+		for s := 0; ; s++ {
+			wantOK := pos >= 0 && pos < len(keys)
+			require.Equal(t, wantOK, ok, "iter %+v step %d: %s", o, s, ctx())
+			require.Equal(t, wantOK, it.Valid(), ctx())
+			require.NoError(t, it.Error(), ctx())
+			if !wantOK || s == steps {
+				break
+			}
+			require.Equal(t, keys[pos], string(it.Key()), "iter %+v step %d: %s", o, s, ctx())
+			require.Equal(t, m[keys[pos]], it.Value(), "iter %+v step %d key %s: %s", o, s, keys[pos], ctx())
+			if rng.IntN(8) == 0 {
+				fwd = !fwd
+			}
+			if fwd {
+				ok, pos = it.Next(), pos+1
+			} else {
+				ok, pos = it.Prev(), pos-1
+			}
+		}
+	}
+	gets := uint64(0)
+	for op = 0; op < nops; op++ {
+		r := rng.IntN(1000)
+		switch {
+		case r < 300:
+			what = "set"
+			k, v := randKey(), randValue()
+			require.NoError(t, db.Set(k, v, writeOpts()), ctx())
+			m[string(k)] = v
+		case r < 400:
+			what = "delete"
+			k := randKey()
+			require.NoError(t, db.Delete(k, writeOpts()), ctx())
+			delete(m, string(k))
+		case r < 450:
+			what = "batch"
+			b := NewBatch()
+			staged := model{}
+			var dels []string
+			for n := rng.IntN(20) + 1; n > 0; n-- {
+				k := randKey()
+				if rng.IntN(3) == 0 {
+					require.NoError(t, b.Delete(k))
+					delete(staged, string(k))
+					dels = append(dels, string(k))
+				} else {
+					v := randValue()
+					require.NoError(t, b.Set(k, v))
+					staged[string(k)] = v
+					dels = slices.DeleteFunc(dels, func(d string) bool { return d == string(k) })
+				}
+			}
+			require.NoError(t, db.Apply(b, writeOpts()), ctx())
+			for _, d := range dels {
+				delete(m, d)
+			}
+			for k, v := range staged {
+				m[k] = v
+			}
+		case r < 750:
+			what = "get"
+			get(db.Get, m, randKey())
+			gets++
+		case r < 800:
+			what = "iter"
+			iterCheck(db.NewIter, m)
+		case r < 830:
+			what = "snapshot"
+			switch {
+			case len(snaps) < 3 && rng.IntN(3) == 0:
+				snaps = append(snaps, modelSnap{s: db.NewSnapshot(), m: m.clone()})
+			case len(snaps) > 0 && rng.IntN(4) == 0:
+				i := rng.IntN(len(snaps))
+				require.NoError(t, snaps[i].s.Close(), ctx())
+				snaps = slices.Delete(snaps, i, i+1)
+			case len(snaps) > 0:
+				s := snaps[rng.IntN(len(snaps))]
+				if rng.IntN(2) == 0 {
+					for n := 0; n < 10; n++ {
+						get(s.s.Get, s.m, randKey())
+						gets++
+					}
+				} else {
+					iterCheck(s.s.NewIter, s.m)
+				}
+			}
+		case r < 835:
+			what = "flush"
+			require.NoError(t, db.Flush(), ctx())
+		case r < 837:
+			what = "compact"
+			var start, end []byte
+			if rng.IntN(2) == 0 {
+				a, b := rng.IntN(keySpace), rng.IntN(keySpace)
+				start, end = fmt.Appendf(nil, "k%05d", min(a, b)), fmt.Appendf(nil, "k%05d", max(a, b))
+			}
+			require.NoError(t, db.Compact(start, end), ctx())
+		case r < 839:
+			what = "reopen"
+			for _, s := range snaps {
+				require.NoError(t, s.s.Close())
+			}
+			snaps = nil
+			require.NoError(t, db.Close(), ctx())
+			db = nil
+			db, err = Open("db", opts)
+			require.NoError(t, err, ctx())
+			gets = 0
+		default:
+			what = "get-present"
+			if len(m) > 0 {
+				// A key known to be live: walks every level.
+				for k := range m {
+					get(db.Get, m, []byte(k))
+					break
+				}
+				gets++
+			}
+		}
+	}
+	what = "final"
+	for k := range m {
+		get(db.Get, m, []byte(k))
+		gets++
+	}
+	it, err := db.NewIter(nil)
+	require.NoError(t, err)
+	var seen []string
+	for ok := it.First(); ok; ok = it.Next() {
+		seen = append(seen, string(it.Key()))
+	}
+	require.NoError(t, it.Close())
+	require.Equal(t, m.sortedKeys(nil, nil), seen, ctx())
+	met := db.Metrics()
+	require.Equal(t, gets, met.Gets, ctx())
+	require.LessOrEqual(t, met.FilterNegatives, met.FilterChecks)
+	t.Logf("%d ops: flushes %d compactions %d, probes/get %.3f, fp probes %d, adaptations %d, levels %v",
+		nops, met.Flushes, met.Compactions, met.ProbesPerGet(), met.FalsePositiveProbes, met.Adaptations, met.Levels)
+	for _, s := range snaps {
+		require.NoError(t, s.s.Close())
+	}
+	require.NoError(t, db.Close())
+	db = nil
+	_ = bytes.Compare
+}
