@@ -23,7 +23,6 @@ const (
 	// L0..L2 and beyond.
 	defaultMemTable   = 2 << 20
 	defaultTargetFile = 2 << 20
-	defaultBaseLevel  = 8 << 20
 	defaultL0Trigger  = 4
 	defaultCache      = 64 << 20
 )
@@ -37,7 +36,9 @@ the record number) into a fresh store per policy in a temporary directory,
 runs the workloads %s on each, and on a Pebble peer
 (a real pebble.DB with its bloom filter), prints the comparison table and
 removes its data. Every store gets the same LSM shape: %d MiB memtables,
-%d MiB tables, %d MiB level base, L0 trigger %d, %d MiB block cache.
+%d MiB tables, L0 trigger %d, level size ratio 10, %d MiB block cache; the
+first level below L0 holds memtable x L0 trigger x 4 bytes (adaptkv's rule,
+which the Pebble peer copies through LBaseMaxBytes).
 
 Workloads are YCSB property files (recordcount, operationcount,
 readproportion, updateproportion, insertproportion, scanproportion,
@@ -52,17 +53,16 @@ Flags:
 `
 
 type options struct {
-	policies, workloads      string
-	records, ops             uint64
-	threads, bits            int
-	dir                      string
-	seed                     uint64
-	jsonPath, csvPath, plot  string
-	memTable, targetFile     int
-	baseLevel                int
-	calibrate                int
-	quiet                    bool
-	recordsSet               bool
+	policies, workloads     string
+	records, ops            uint64
+	threads, bits           int
+	dir                     string
+	seed                    uint64
+	jsonPath, csvPath, plot string
+	memTable, targetFile    int
+	calibrate               int
+	quiet                   bool
+	recordsSet              bool
 }
 
 // run is kvbench's main: it parses args, runs the benchmark, and writes the
@@ -73,7 +73,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, usageText, defaultRecords, defaultWorkloads, defaultMemTable>>20,
-			defaultTargetFile>>20, defaultBaseLevel>>20, defaultL0Trigger, defaultCache>>20)
+			defaultTargetFile>>20, defaultL0Trigger, defaultCache>>20)
 		fs.PrintDefaults()
 		fmt.Fprintf(stderr, "\nPolicies available in this build: %s\n", strings.Join(allPolicies(), ","))
 	}
@@ -90,7 +90,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.plot, "plot", "", "draw wasted probes and ops/s per policy to FILE.svg or FILE.png")
 	fs.IntVar(&o.memTable, "memtable-size", defaultMemTable, "memtable size in bytes")
 	fs.IntVar(&o.targetFile, "target-file-size", defaultTargetFile, "target table size in bytes")
-	fs.IntVar(&o.baseLevel, "base-level-bytes", defaultBaseLevel, "size of the first level below L0 (pebble peer; kv when it supports it)")
 	fs.IntVar(&o.calibrate, "calibrate", 20000, "fresh keys per calibration pass (eps and checks per Get for the FP bound)")
 	fs.BoolVar(&o.quiet, "q", false, "no progress bars")
 	if err := fs.Parse(args); err != nil {
@@ -144,7 +143,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg := StoreConfig{
 		BitsPerKey: o.bits, MemTableSize: o.memTable, TargetFileSize: uint64(o.targetFile),
-		BaseLevelBytes: uint64(o.baseLevel), L0Trigger: defaultL0Trigger, BlockCacheSize: defaultCache,
+		BaseLevelBytes: uint64(o.memTable) * defaultL0Trigger * 4, L0Trigger: defaultL0Trigger, BlockCacheSize: defaultCache,
 	}
 	valueSize := workloads[0].ValueSize()
 	var results []*Result
@@ -296,13 +295,14 @@ func benchPolicy(pol string, cfg StoreConfig, base string, o options, workloads 
 			return nil, err
 		}
 	}
-	var shape Counters
-	if err := store.Footprint(&shape); err != nil {
+	cal, err := r.calibrate(min(o.calibrate, int(r.records)))
+	if err != nil {
 		store.Close()
 		return nil, err
 	}
-	cal, err := r.calibrate(min(o.calibrate, int(r.records)))
-	if err != nil {
+	// After calibration: a store may open its tables (and filters) lazily.
+	var shape Counters
+	if err := store.Footprint(&shape); err != nil {
 		store.Close()
 		return nil, err
 	}

@@ -1,6 +1,9 @@
 package main
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // Store is what kvbench drives: the adaptkv store under one filter policy, or
 // the Pebble peer. Implementations must be safe for concurrent use.
@@ -125,4 +128,19 @@ func openStore(name string, cfg StoreConfig) (Store, error) {
 		return f(cfg)
 	}
 	return openKV(name, cfg)
+}
+
+// settleBy waits until a progress counter (compactions done) has not moved
+// for half a second, or 60 seconds passed.
+func settleBy(counter func() uint64) error {
+	last, still := counter(), 0
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && still < 10; {
+		time.Sleep(50 * time.Millisecond)
+		if c := counter(); c != last {
+			last, still = c, 0
+		} else {
+			still++
+		}
+	}
+	return nil
 }

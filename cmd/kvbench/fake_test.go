@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"hash/fnv"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// fakeStore is an in-memory store with simulated tables and filters: every
+// key lives in a map; each Get checks fakeTables simulated tables whose
+// filter says "maybe" for an absent key when fnv(key, table) % 1000 < 20
+// (eps = 2%). The adaptive variant remembers each false positive and never
+// repeats it. It lets the runner's accounting be checked against known
+// behaviour.
+type fakeStore struct {
+	mu                                       sync.RWMutex
+	data                                     map[string][]byte
+	adaptive                                 bool
+	fixed                                    sync.Map // key+table -> struct{}
+	gets, checks, negatives, fps, tps, adapt atomic.Uint64
+}
+
+const fakeTables = 3
+
+func init() {
+	extraStores["fake"] = func(StoreConfig) (Store, error) { return &fakeStore{data: map[string][]byte{}}, nil }
+	extraStores["fakeadaptive"] = func(StoreConfig) (Store, error) {
+		return &fakeStore{data: map[string][]byte{}, adaptive: true}, nil
+	}
+}
+
+func fakeFP(key []byte, table int) bool {
+	h := fnv.New64a()
+	h.Write(key)
+	h.Write([]byte{byte(table)})
+	return h.Sum64()%1000 < 20
+}
+
+func (s *fakeStore) Get(key []byte) (bool, error) {
+	s.gets.Add(1)
+	s.mu.RLock()
+	_, found := s.data[string(key)]
+	s.mu.RUnlock()
+	for t := 0; t < fakeTables; t++ {
+		s.checks.Add(1)
+		if found && t == fakeTables-1 {
+			s.tps.Add(1)
+			return true, nil
+		}
+		id := string(key) + string(rune('0'+t))
+		_, wasFixed := s.fixed.Load(id)
+		if fakeFP(key, t) && !(s.adaptive && wasFixed) {
+			s.fps.Add(1)
+			if s.adaptive {
+				s.fixed.Store(id, struct{}{})
+				s.adapt.Add(1)
+			}
+			continue
+		}
+		s.negatives.Add(1)
+	}
+	return found, nil
+}
+
+func (s *fakeStore) Set(key, value []byte) error {
+	s.mu.Lock()
+	s.data[string(key)] = append([]byte(nil), value...)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *fakeStore) Delete(key []byte) error {
+	s.mu.Lock()
+	delete(s.data, string(key))
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *fakeStore) Scan(start []byte, n int) (int, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var keys []string
+	for k := range s.data {
+		if bytes.Compare([]byte(k), start) >= 0 {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return min(n, len(keys)), nil
+}
+
+func (s *fakeStore) Flush() error  { return nil }
+func (s *fakeStore) Settle() error { return nil }
+func (s *fakeStore) Close() error  { return nil }
+
+func (s *fakeStore) Metrics() (Counters, error) {
+	return Counters{
+		Gets: s.gets.Load(), FilterChecks: s.checks.Load(), FilterNegatives: s.negatives.Load(),
+		FalsePositiveProbes: s.fps.Load(), TruePositiveProbes: s.tps.Load(), Adaptations: s.adapt.Load(),
+		Known: Known{Gets: true, ProbeSplit: true, Adaptive: true},
+	}, nil
+}
+
+func (s *fakeStore) Footprint(c *Counters) error {
+	c.Files = [7]int{0, 1, 1, 1}
+	c.FilterMemoryBytes = 1000
+	c.FilterBitsPerKey = 10
+	return nil
+}
+
+func timeMicros(us int) time.Duration { return time.Duration(us) * time.Microsecond }

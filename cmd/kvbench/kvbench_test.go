@@ -1,0 +1,235 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// runJSON runs kvbench in-process and decodes its JSON output.
+func runJSON(t *testing.T, args ...string) ([]map[string]any, []*Result, string) {
+	t.Helper()
+	dir := t.TempDir()
+	jsonPath := filepath.Join(dir, "out.json")
+	var stdout, stderr bytes.Buffer
+	args = append(args, "-json", jsonPath, "-q")
+	require.NoError(t, run(args, &stdout, &stderr), "stderr: %s", stderr.String())
+	raw, err := os.ReadFile(jsonPath)
+	require.NoError(t, err)
+	var objs []map[string]any
+	require.NoError(t, json.Unmarshal(raw, &objs), "well-formed JSON")
+	var results []*Result
+	require.NoError(t, json.Unmarshal(raw, &results))
+	return objs, results, stdout.String()
+}
+
+var designFields = []string{"gets", "filter_checks", "filter_negatives", "false_positive_probes",
+	"true_positive_probes", "data_block_reads", "adaptations", "rebuilds", "filter_bits_per_key",
+	"remote_reads", "policy", "workload", "ops_per_sec", "p50_us", "p99_us", "p999_us",
+	"probes_per_get", "fp_probes_per_1k_gets", "bits_per_key", "fp_lower_bound"}
+
+// checkConsistent asserts the invariants every result must satisfy.
+func checkConsistent(t *testing.T, r *Result) {
+	t.Helper()
+	id := r.Policy + "/" + r.Workload
+	require.Zero(t, r.StoredNotFound, "%s: stored keys not found", id)
+	require.Equal(t, r.Reads, r.Gets, "%s: gets = reads issued", id)
+	require.GreaterOrEqual(t, r.FilterChecks, r.FilterNegatives, id)
+	require.GreaterOrEqual(t, r.FilterChecks, r.FilterMaybes, id)
+	require.Positive(t, r.OpsPerSec, id)
+	require.LessOrEqual(t, r.P50us, r.P99us, id)
+	require.LessOrEqual(t, r.P99us, r.P999us, id)
+	require.LessOrEqual(t, r.AbsentReads, r.Reads, id)
+	require.LessOrEqual(t, r.UniqueAbsentKeys, r.AbsentReads, id)
+	if r.Gets > 0 {
+		require.InDelta(t, float64(r.FilterMaybes)/float64(r.Gets), r.ProbesPerGet, 1e-9, id)
+	}
+	if r.FalsePositiveProbes != nil {
+		fp := *r.FalsePositiveProbes
+		require.NotNil(t, r.TruePositiveProbes, id)
+		require.GreaterOrEqual(t, r.FilterMaybes, fp, "%s: probes >= false-positive probes", id)
+		require.Equal(t, r.FilterMaybes, fp+*r.TruePositiveProbes, id)
+		if r.Gets > 0 {
+			require.NotNil(t, r.FPProbesPer1kGets, id)
+			require.InDelta(t, float64(fp)*1000/float64(r.Gets), *r.FPProbesPer1kGets, 1e-9, id)
+		}
+		if r.AbsentReads == r.Reads {
+			require.Zero(t, *r.TruePositiveProbes, "%s: absent-only reads have no true positives", id)
+		}
+	}
+	if r.Adversary == nil {
+		require.Equal(t, r.Ops, r.Reads-r.ReadModifyWrites+r.Updates+r.Inserts+r.Scans+r.ReadModifyWrites, id)
+	}
+	if r.FPLowerBound != nil {
+		require.GreaterOrEqual(t, *r.FPLowerBound, 0.0, id)
+	}
+	require.GreaterOrEqual(t, r.Eps, 0.0, id)
+	require.LessOrEqual(t, r.Eps, 1.0, id)
+}
+
+// TestEndToEndTiny runs every shipped workload on the fakes, the Pebble peer
+// and two adaptkv policies, and checks the JSON, CSV and plot.
+func TestEndToEndTiny(t *testing.T) {
+	dir := t.TempDir()
+	csvPath := filepath.Join(dir, "out.csv")
+	svgPath := filepath.Join(dir, "out.svg")
+	pngPath := filepath.Join(dir, "out.png")
+	workloads := "a,b,c,d,e,f,negzipf,mixed,adversary"
+	policies := "fake,fakeadaptive,pebble,bloom,taf"
+	objs, results, table := runJSON(t, "-policies", policies, "-workloads", workloads,
+		"-records", "3000", "-ops", "1500", "-calibrate", "500", "-threads", "2",
+		"-memtable-size", "65536", "-target-file-size", "65536", "-csv", csvPath, "-plot", svgPath)
+	require.Len(t, objs, 5*9)
+	for _, o := range objs {
+		for _, f := range designFields {
+			require.Contains(t, o, f)
+		}
+	}
+	byKey := map[string]*Result{}
+	for _, r := range results {
+		checkConsistent(t, r)
+		byKey[r.Policy+"/"+r.Workload] = r
+	}
+	for _, pol := range strings.Split(policies, ",") {
+		for _, w := range []string{"workloada", "workloadc", "negzipf", "mixed"} {
+			require.Equal(t, uint64(1500), byKey[pol+"/"+w].Ops, pol+"/"+w)
+		}
+		require.Equal(t, uint64(0), byKey[pol+"/workloadc"].AbsentReads)
+		neg := byKey[pol+"/negzipf"]
+		require.Equal(t, neg.Reads, neg.AbsentReads)
+		require.NotNil(t, neg.FalsePositiveProbes, "negzipf FP is exact for every store")
+		require.NotNil(t, neg.FPLowerBound)
+		mixed := byKey[pol+"/mixed"]
+		require.Greater(t, mixed.AbsentReads, uint64(0))
+		require.Less(t, mixed.AbsentReads, mixed.Reads)
+		require.Greater(t, byKey[pol+"/workloadd"].Inserts, uint64(0))
+		require.Greater(t, byKey[pol+"/workloade"].Scans, uint64(0))
+		require.Greater(t, byKey[pol+"/workloadf"].ReadModifyWrites, uint64(0))
+		adv := byKey[pol+"/adversary"]
+		require.NotNil(t, adv.Adversary)
+		require.Equal(t, uint64(150), adv.UniqueAbsentKeys) // -ops / 10 subrounds
+		require.Equal(t, 150, adv.Adversary.Rounds[0].Queries)
+	}
+	// The static fake repeats its false positives forever: the adversary
+	// keeps every false-positive key and the last round is all false
+	// positives. The adaptive fake fixes them: round 2 finds none.
+	static, adaptive := byKey["fake/adversary"].Adversary, byKey["fakeadaptive/adversary"].Adversary
+	require.Greater(t, static.Rounds[0].FPKeys, 0)
+	require.Len(t, static.Rounds, 5)
+	require.InDelta(t, 1.0, static.FinalFPRate, 1e-9)
+	require.Len(t, adaptive.Rounds, 2)
+	require.Zero(t, adaptive.Rounds[1].FPKeys)
+	require.Zero(t, adaptive.FinalFPRate)
+	// On negzipf the adaptive fake pays each (key, table) pair at most once.
+	fa := byKey["fakeadaptive/negzipf"]
+	require.LessOrEqual(t, *fa.FalsePositiveProbes, fa.UniqueAbsentKeys*fakeTables)
+	require.Less(t, *fa.FalsePositiveProbes, *byKey["fake/negzipf"].FalsePositiveProbes)
+	// Pebble: probes are not split on stored-key workloads.
+	require.Nil(t, byKey["pebble/workloadc"].FalsePositiveProbes)
+	require.Nil(t, byKey["pebble/workloadc"].DataBlockReads)
+	require.NotNil(t, byKey["taf/workloadc"].DataBlockReads)
+	require.NotNil(t, byKey["taf/workloadc"].Adaptations)
+	require.Positive(t, byKey["taf/negzipf"].FilterMemoryBytes)
+	require.Positive(t, byKey["pebble/negzipf"].FilterMemoryBytes)
+
+	require.Contains(t, table, "== negzipf")
+	require.Contains(t, table, "pebble")
+
+	f, err := os.Open(csvPath)
+	require.NoError(t, err)
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	require.NoError(t, err)
+	require.Len(t, rows, 1+len(results))
+	require.Contains(t, rows[0], "fp_probes_per_1k_gets")
+
+	svg, err := os.ReadFile(svgPath)
+	require.NoError(t, err)
+	require.Contains(t, string(svg), "<svg")
+
+	require.NoError(t, writePlot(pngPath, results))
+	png, err := os.ReadFile(pngPath)
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(png, []byte("\x89PNG")))
+}
+
+func TestReuseDataDir(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"-policies", "pebble", "-workloads", "c", "-records", "2000", "-ops", "200",
+		"-calibrate", "100", "-dir", dir, "-q"}
+	var out bytes.Buffer
+	require.NoError(t, run(args, &out, &out))
+	require.NotContains(t, out.String(), "reusing")
+	out.Reset()
+	require.NoError(t, run(args, &out, &out))
+	require.Contains(t, out.String(), "reusing 2000 records")
+	out.Reset()
+	args[5] = "3000" // more records than kept: reload
+	require.NoError(t, run(args, &out, &out))
+	require.NotContains(t, out.String(), "reusing")
+}
+
+func TestBadArguments(t *testing.T) {
+	bad := [][]string{
+		{"-policies", "nosuchfilter"},
+		{"-workloads", "nosuchworkload"},
+		{"-workloads", "/nonexistent/file"},
+		{"-threads", "0"},
+		{"-records", "0"},
+		{"-plot", "x.gif", "-records", "10", "-policies", "fake", "-workloads", "c", "-ops", "1"},
+		{"positional"},
+	}
+	for _, args := range bad {
+		var out bytes.Buffer
+		require.Error(t, run(append(args, "-q"), &out, &out), "%v", args)
+	}
+	bad2 := filepath.Join(t.TempDir(), "bad")
+	require.NoError(t, os.WriteFile(bad2, []byte("readproportion=2\n"), 0o644))
+	var out bytes.Buffer
+	err := run([]string{"-workloads", bad2, "-q"}, &out, &out)
+	require.ErrorContains(t, err, "readproportion")
+}
+
+// TestPebbleFilterCountersMatchPebble: the counting wrapper sees exactly the
+// filter checks Pebble reports in db.Metrics().Filter.
+func TestPebbleFilterCountersMatchPebble(t *testing.T) {
+	cfg := StoreConfig{Dir: t.TempDir(), BitsPerKey: 10, MemTableSize: 64 << 10, TargetFileSize: 64 << 10,
+		BaseLevelBytes: 256 << 10, L0Trigger: 4, BlockCacheSize: 1 << 20}
+	s, err := openPebble(cfg)
+	require.NoError(t, err)
+	defer s.Close()
+	r := &runner{store: s, policy: "pebble", threads: 1, seed: 1, valueSize: 100, progress: func(string, int64) *progress { return nil }}
+	require.NoError(t, r.load(5000))
+	before := s.db.Metrics().Filter
+	c0, _ := s.Metrics()
+	_, err = r.calibrate(2000)
+	require.NoError(t, err)
+	after := s.db.Metrics().Filter
+	c1, _ := s.Metrics()
+	d := c1.Sub(c0)
+	require.Positive(t, d.FilterChecks)
+	require.Equal(t, uint64(after.Hits-before.Hits), d.FilterNegatives)
+	require.Equal(t, uint64(after.Misses-before.Misses), d.Maybes())
+}
+
+func TestHistogramQuantiles(t *testing.T) {
+	var h histogram
+	for i := 1; i <= 1000; i++ {
+		h.record(timeMicros(i))
+	}
+	require.InDelta(t, 500, h.quantile(0.5), 500*0.04)
+	require.InDelta(t, 990, h.quantile(0.99), 990*0.04)
+	require.InDelta(t, 999, h.quantile(0.999), 999*0.04)
+	var empty histogram
+	require.Zero(t, empty.quantile(0.5))
+	for v := uint64(1); v < 1<<40; v = v*3 + 1 {
+		i := bucketOf(v)
+		require.InDelta(t, float64(v), bucketMid(i), float64(v)*0.04+1, "v=%d", v)
+	}
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/adaptkv/adaptkv/kv"
+)
+
+// kvPolicies lists the adaptkv filter policies of this build.
+func kvPolicies() []string { return filterpolicy.Names() }
+
+// kvStore is adaptkv's kv.DB under one filter policy.
+type kvStore struct {
+	db *kv.DB
+}
+
+func openKV(name string, cfg StoreConfig) (Store, error) {
+	if !slices.Contains(filterpolicy.Names(), name) {
+		return nil, fmt.Errorf("%w %q", ErrUnknownStore, name)
+	}
+	opts := &kv.Options{
+		FilterPolicy:          name,
+		BlockCacheSize:        cfg.BlockCacheSize,
+		MemTableSize:          cfg.MemTableSize,
+		L0CompactionThreshold: cfg.L0Trigger,
+		TargetFileSize:        cfg.TargetFileSize,
+	}
+	if name == "bloom" {
+		opts.Filter = filterpolicy.NewBloom(cfg.BitsPerKey)
+	}
+	db, err := kv.Open(cfg.Dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &kvStore{db: db}, nil
+}
+
+func (s *kvStore) Get(key []byte) (bool, error) {
+	_, err := s.db.Get(key)
+	if errors.Is(err, kv.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (s *kvStore) Set(key, value []byte) error { return s.db.Set(key, value, kv.NoSync) }
+func (s *kvStore) Delete(key []byte) error     { return s.db.Delete(key, kv.NoSync) }
+
+func (s *kvStore) Scan(start []byte, n int) (int, error) {
+	it, err := s.db.NewIter(&kv.IterOptions{LowerBound: start})
+	if err != nil {
+		return 0, err
+	}
+	got := 0
+	for ok := it.SeekGE(start); ok && got < n; ok = it.Next() {
+		_ = it.Value()
+		got++
+	}
+	return got, errors.Join(it.Error(), it.Close())
+}
+
+func (s *kvStore) Flush() error { return s.db.Flush() }
+
+// Settle: kv compacts in the background after flushes; wait until the
+// compaction count stops moving.
+func (s *kvStore) Settle() error {
+	return settleBy(func() uint64 { return s.db.Metrics().Compactions })
+}
+
+func (s *kvStore) Metrics() (Counters, error) {
+	m := s.db.Metrics()
+	c := Counters{
+		Gets:                m.Gets,
+		FilterChecks:        m.FilterChecks,
+		FilterNegatives:     m.FilterNegatives,
+		FalsePositiveProbes: m.FalsePositiveProbes,
+		TruePositiveProbes:  m.TruePositiveProbes,
+		DataBlockReads:      m.DataBlockReads,
+		Adaptations:         m.Adaptations,
+		Rebuilds:            m.Rebuilds,
+		RemoteReads:         m.RemoteReads,
+		FilterBitsPerKey:    m.FilterBitsPerKey,
+		FilterMemoryBytes:   m.FilterMemoryBytes,
+		Known:               Known{Gets: true, ProbeSplit: true, DataBlockReads: true, Adaptive: true},
+	}
+	for i := range c.Files {
+		c.Files[i] = m.Levels[i].NumFiles
+	}
+	return c, nil
+}
+
+// Footprint: kv's Metrics already carries the gauges.
+func (s *kvStore) Footprint(c *Counters) error {
+	m, err := s.Metrics()
+	if err != nil {
+		return err
+	}
+	c.FilterBitsPerKey, c.FilterMemoryBytes, c.Files = m.FilterBitsPerKey, m.FilterMemoryBytes, m.Files
+	return nil
+}
+
+func (s *kvStore) Close() error { return s.db.Close() }
