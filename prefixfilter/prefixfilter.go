@@ -8,8 +8,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"unsafe"
-
-	"github.com/spaolacci/murmur3"
 )
 
 // MaxKeys is the largest number of keys (duplicates included) one filter
@@ -52,12 +50,12 @@ func hashSeedOf(seed uint64) uint32 { return uint32(seed) ^ uint32(seed>>32) }
 // spareSeedOf derives the spare's hash seed from the filter seed.
 func spareSeedOf(seed uint64) uint64 { return mix64(seed ^ 0x5bd1e9955bd1e995) }
 
-// packedHash hashes a key into one word: the high 51 bits choose the bin by
+// packedHash hashes a key (128-bit MurmurHash3) into one word: the high 51 bits choose the bin by
 // multiply-shift range reduction, the low 13 bits hold the mini-fingerprint
 // fp = q<<8 | r in [0, 25·256), obtained from the second hash half by the
 // same reduction.
 func packedHash(key []byte, hashSeed uint32) uint64 {
-	h1, h2 := murmur3.Sum128WithSeed(key, hashSeed)
+	h1, h2 := murmur128(key, hashSeed)
 	return h1&^qrMask | (uint64(uint32(h2))*fingerprintRange)>>32
 }
 
@@ -76,7 +74,7 @@ func binsFor(n uint64) uint64 {
 // MayContain reports whether key may be in the set. A false answer is
 // always right; a true answer is wrong with probability about 0.37%.
 func (f *Filter) MayContain(key []byte) bool {
-	h1, h2 := murmur3.Sum128WithSeed(key, f.hashSeed)
+	h1, h2 := murmur128(key, f.hashSeed)
 	fp := (uint64(uint32(h2)) * fingerprintRange) >> 32
 	b, _ := bits.Mul64(h1&^qrMask, f.numBins)
 	pd := f.bins[b*binBytes : b*binBytes+binBytes : b*binBytes+binBytes]
@@ -125,16 +123,39 @@ func Build(keys [][]byte) (*Filter, error) {
 }
 
 // BuildWithSeed builds a filter over keys with the given seed. The same keys
-// and seed always give the same encoding.
+// and seed always give the same encoding (also through a Builder).
 func BuildWithSeed(keys [][]byte, seed uint64) (*Filter, error) {
-	if uint64(len(keys)) > MaxKeys {
-		return nil, fmt.Errorf("%w: %d > %d", ErrTooManyKeys, len(keys), uint64(MaxKeys))
+	n := uint64(len(keys))
+	if n > MaxKeys {
+		return nil, fmt.Errorf("%w: %d > %d", ErrTooManyKeys, n, uint64(MaxKeys))
 	}
-	b := NewBuilder(seed, len(keys))
-	for _, k := range keys {
-		b.Add(k)
+	m := binsFor(n)
+	if m > 1<<(32-qrBits) {
+		b := NewBuilder(seed, len(keys))
+		for _, k := range keys {
+			b.Add(k)
+		}
+		return b.Finish()
 	}
-	return b.Finish()
+	// The bin count is known up front, so hash, pick the bin and count in
+	// one pass, keeping bin<<13|fp in 32 bits per key.
+	hashSeed := hashSeedOf(seed)
+	binned := make([]uint32, n)
+	ends := make([]uint32, m)
+	for i, k := range keys {
+		h := packedHash(k, hashSeed)
+		b := binOf(h, m)
+		binned[i] = uint32(b<<qrBits | h&qrMask)
+		ends[b]++
+	}
+	startsFromCounts(ends)
+	fps := make([]uint16, n)
+	for _, h := range binned {
+		b := h >> qrBits
+		fps[ends[b]] = uint16(h & qrMask)
+		ends[b]++
+	}
+	return layout(fps, ends, n, m, seed), nil
 }
 
 // Builder accumulates keys one at a time. It keeps one 64-bit hash per key,
@@ -175,49 +196,58 @@ func (b *Builder) Finish() (*Filter, error) {
 	return build(hashes, b.seed), nil
 }
 
-// build lays the filter out directly in its encoding.
-//
-// Instead of inserting keys one by one (Algorithm 1), it groups the
-// fingerprints by bin with a counting sort, sorts each bin's fingerprints and
-// keeps the smallest distinct 25 in the bin; the rest go to the spare. The
-// result is what Algorithm 1 produces for any insertion order: every bin holds
-// a maximal prefix of its sorted fingerprints (the prefix invariant). Equal
-// fingerprints are stored once, so no fingerprint reaches the spare twice
-// (the duplicate handling of section 4.4, made exact).
+// build builds the filter from the packed hashes of a Builder.
 func build(hashes []uint64, seed uint64) *Filter {
 	n := uint64(len(hashes))
 	m := binsFor(n)
-
-	// Counting sort of the fingerprints by bin. After the scatter pass,
-	// ends[b] is the end of bin b's run in fps (and the start of b+1's).
+	// Counting sort of the fingerprints by bin.
 	ends := make([]uint32, m)
 	for _, h := range hashes {
 		ends[binOf(h, m)]++
 	}
-	var sum uint32
-	for i, c := range ends {
-		ends[i] = sum
-		sum += c
-	}
+	startsFromCounts(ends)
 	fps := make([]uint16, n)
 	for _, h := range hashes {
 		b := binOf(h, m)
 		fps[ends[b]] = uint16(h & qrMask)
 		ends[b]++
 	}
+	return layout(fps, ends, n, m, seed)
+}
 
+// startsFromCounts turns per-bin counts into run starts. The scatter pass
+// that follows advances each to its run's end, which is the next run's start.
+func startsFromCounts(counts []uint32) {
+	var sum uint32
+	for i, c := range counts {
+		counts[i] = sum
+		sum += c
+	}
+}
+
+// layout lays the filter out directly in its encoding from the fingerprints
+// grouped by bin (bin b's run ends at ends[b]).
+//
+// Instead of inserting keys one by one (Algorithm 1), it sorts each bin's
+// fingerprints and keeps the smallest distinct 25 in the bin; the rest go to
+// the spare. The result is what Algorithm 1 produces for any insertion order:
+// every bin holds a maximal prefix of its sorted fingerprints (the prefix
+// invariant of section 4.1). Equal fingerprints are stored once, so no
+// fingerprint reaches the spare twice (the duplicate handling of section 4.4,
+// made exact by the sort instead of a spare lookup).
+func layout(fps []uint16, ends []uint32, n, m, seed uint64) *Filter {
 	spareCap := spareBlocksFor(n, spareCapacity(n))
 	data := newEncoding(m, spareCap)
 	bins := data[headerSize : headerSize+m*binBytes]
-	var forwarded []uint64
+	forwarded := make([]uint64, 0, spareCapacity(n))
+	var set fingerprintSet
 	start := uint32(0)
 	for b := uint64(0); b < m; b++ {
 		end := ends[b]
 		run := fps[start:end]
 		start = end
 		if len(run) > 1 {
-			sortFingerprints(run)
-			run = uniqueSorted(run)
+			run = set.sortUnique(run)
 		}
 		pd := bins[b*binBytes : b*binBytes+binBytes]
 		if len(run) <= binCapacity {
@@ -270,31 +300,35 @@ func newEncoding(m, blocks uint64) []byte {
 	return buf[off : off+int(size) : off+int(size)]
 }
 
-// sortFingerprints sorts a bin's run: insertion sort for the usual short
-// runs, the library sort for the rare long ones (many duplicate keys).
-func sortFingerprints(run []uint16) {
-	if len(run) > 48 {
-		slices.Sort(run)
-		return
-	}
-	for i := 1; i < len(run); i++ {
-		x := run[i]
-		j := i
-		for ; j > 0 && run[j-1] > x; j-- {
-			run[j] = run[j-1]
-		}
-		run[j] = x
-	}
+// fingerprintSet sorts and deduplicates one bin's fingerprints through a
+// bitmap of the 6400 possible values (100 words, padded to 128) with a
+// two-word summary of its non-zero words: linear in the run length, few
+// unpredictable branches, and it leaves the bitmap zeroed for the next bin.
+type fingerprintSet struct {
+	words   [128]uint64
+	summary [2]uint64
 }
 
-// uniqueSorted removes repeats from a sorted run in place.
-func uniqueSorted(run []uint16) []uint16 {
-	w := 1
-	for i := 1; i < len(run); i++ {
-		if run[i] != run[w-1] {
-			run[w] = run[i]
-			w++
+// sortUnique rewrites run as its sorted distinct values and returns them.
+func (s *fingerprintSet) sortUnique(run []uint16) []uint16 {
+	for _, fp := range run {
+		w := fp >> 6 & 127
+		s.words[w] |= 1 << (fp & 63)
+		s.summary[w>>6&1] |= 1 << (w & 63)
+	}
+	k := 0
+	for half := 0; half < 2; half++ {
+		sm := s.summary[half]
+		s.summary[half] = 0
+		for ; sm != 0; sm &= sm - 1 {
+			w := half<<6 | bits.TrailingZeros64(sm)
+			x := s.words[w&127]
+			s.words[w&127] = 0
+			for ; x != 0; x &= x - 1 {
+				run[k] = uint16(w<<6 | bits.TrailingZeros64(x))
+				k++
+			}
 		}
 	}
-	return run[:w]
+	return run[:k]
 }
