@@ -1,0 +1,296 @@
+package filterpolicy
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/adaptkv/adaptkv/adaptive"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/stretchr/testify/require"
+)
+
+// expectedFPR per kind (see sstable's round-trip test for the sources).
+var expectedFPR = map[string]float64{
+	"none": 1, "bloom": 0.0125, "fuse": 1.0 / 256, "prefix": 0.004,
+	"rsqf": 1.0 / 256, "utaf": 1.0 / 256, "taf": 1.0 / 256, "exaf": 1.0 / 256,
+}
+
+func fprBound(p float64, n int) float64 { return p + 4*math.Sqrt(p*(1-p)/float64(n)) }
+
+func key(i int) []byte    { return fmt.Appendf(nil, "user%010d", 2*i) }
+func absent(i int) []byte { return fmt.Appendf(nil, "user%010d", 2*i+1) }
+
+func sizes() (n, q int) {
+	if testing.Short() {
+		return 10_000, 50_000
+	}
+	return 50_000, 200_000
+}
+
+func fixedPolicy(t testing.TB, name string, seed uint64) Policy {
+	p, err := New(name, Options{SeedSource: FixedSeed(seed)})
+	require.NoError(t, err)
+	return p
+}
+
+// buildBlock runs Pebble's filter-writer protocol: every key added three
+// times (versions) through one reused buffer.
+func buildBlock(p pebble.FilterPolicy, n int) []byte {
+	w := p.NewWriter(pebble.TableFilter)
+	buf := make([]byte, 0, 32)
+	for i := 0; i < n; i++ {
+		for v := 0; v < 3; v++ {
+			buf = append(buf[:0], key(i)...)
+			w.AddKey(buf)
+			for j := range buf {
+				buf[j] = 0xAA // Pebble may reuse the buffer
+			}
+		}
+	}
+	return w.Finish(nil)
+}
+
+func TestRegistry(t *testing.T) {
+	require.Equal(t, []string{"bloom", "exaf", "fuse", "none", "prefix", "rsqf", "taf", "utaf"}, Names())
+	for _, name := range Names() {
+		p, err := ByName(name)
+		require.NoError(t, err)
+		require.Equal(t, name, p.Kind())
+		require.Equal(t, "adaptkv."+name, p.Name())
+		require.Equal(t, name == "taf" || name == "exaf" || name == "utaf" || name == "rsqf", p.Adaptive())
+	}
+	_, err := ByName("cuckoo")
+	require.ErrorIs(t, err, ErrUnknownPolicy)
+	require.Contains(t, err.Error(), "bloom, exaf, fuse")
+	for _, o := range []Options{{BitsPerKey: -1}, {BitsPerKey: 65}, {RemainderBits: 3}, {RemainderBits: 17}, {LoadFactor: 1.5}, {LoadFactor: math.NaN()}} {
+		_, err := New("bloom", o)
+		require.ErrorIs(t, err, ErrInvalidOptions, "%+v", o)
+	}
+	require.Equal(t, "bloom", NewBloom(12).Kind())
+	_, err = ForTable(foreignPolicy{}, 1)
+	require.ErrorIs(t, err, ErrInvalidOptions)
+}
+
+type foreignPolicy struct{ Policy }
+
+func TestPolicies(t *testing.T) {
+	n, q := sizes()
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			p := fixedPolicy(t, name, 42)
+			block := buildBlock(p, n)
+			h, _, err := VerifyBlock(block)
+			require.NoError(t, err)
+			require.Equal(t, uint64(n), h.NumKeys, "duplicates must be dropped")
+			require.Equal(t, uint64(42), h.Seed)
+			require.False(t, h.HasRemote, "pebble-facing blocks carry no remote")
+			f, err := p.Open(block, nil)
+			require.NoError(t, err)
+			for i := 0; i < n; i++ {
+				require.True(t, f.MayContain(key(i)), "false negative %d", i)
+				require.True(t, p.MayContain(pebble.TableFilter, block, key(i)), "false negative via pebble %d", i)
+			}
+			fp := 0
+			for i := 0; i < q; i++ {
+				a := f.MayContain(absent(i))
+				require.Equal(t, a, p.MayContain(pebble.TableFilter, block, absent(i)))
+				if a {
+					fp++
+				}
+			}
+			rate := float64(fp) / float64(q)
+			t.Logf("%s: fpr %.5f, %.2f bits/key", name, rate, f.BitsPerKey())
+			require.LessOrEqual(t, rate, fprBound(expectedFPR[name], q))
+			if name != "none" {
+				require.Positive(t, f.BitsPerKey())
+			}
+			_, isAdaptive := f.(AdaptiveFilter)
+			require.Equal(t, p.Adaptive(), isAdaptive)
+		})
+	}
+}
+
+func TestDifferentSeedsDifferentMistakes(t *testing.T) {
+	n, q := sizes()
+	for _, name := range []string{"bloom", "fuse", "prefix", "taf"} {
+		f1, err := fixedPolicy(t, name, 1).Open(buildBlock(fixedPolicy(t, name, 1), n), nil)
+		require.NoError(t, err)
+		f2, err := fixedPolicy(t, name, 2).Open(buildBlock(fixedPolicy(t, name, 2), n), nil)
+		require.NoError(t, err)
+		both, one := 0, 0
+		for i := 0; i < q; i++ {
+			a, b := f1.MayContain(absent(i)), f2.MayContain(absent(i))
+			if a {
+				one++
+				if b {
+					both++
+				}
+			}
+		}
+		require.Positive(t, one, name)
+		require.Less(t, both, one/4+2, "%s: seeds must decorrelate false positives", name)
+	}
+}
+
+// TestEmptyAndRandomSeeds covers tables with no keys and the default seed source.
+func TestEmptyAndRandomSeeds(t *testing.T) {
+	for _, name := range Names() {
+		p, err := ByName(name)
+		require.NoError(t, err)
+		block := buildBlock(p, 0)
+		f, err := p.Open(block, nil)
+		if err != nil {
+			// A kind that cannot build an empty filter falls back to "none".
+			h, _, herr := VerifyBlock(block)
+			require.NoError(t, herr)
+			require.Equal(t, KindNone, h.Kind, "%s: %v", name, err)
+			require.True(t, p.MayContain(pebble.TableFilter, block, []byte("x")))
+			continue
+		}
+		_ = f.MayContain([]byte("x"))
+		h1, _ := ParseHeader(buildBlock(p, 10))
+		h2, _ := ParseHeader(buildBlock(p, 10))
+		require.NotEqual(t, h1.Seed, h2.Seed, name)
+	}
+}
+
+func TestBadBlocksAnswerMaybe(t *testing.T) {
+	n := 2000
+	for _, name := range Names() {
+		if name == "none" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			p := fixedPolicy(t, name, 9)
+			good := buildBlock(p, n)
+			probe := func(block []byte, wantErr error) {
+				t.Helper()
+				_, err := p.Open(block, nil)
+				require.ErrorIs(t, err, ErrCorruptBlock)
+				if wantErr != nil {
+					require.ErrorIs(t, err, wantErr)
+				}
+				for i := 0; i < 200; i++ {
+					require.True(t, p.MayContain(pebble.TableFilter, block, absent(i)))
+				}
+			}
+			// Another kind's block.
+			other := "bloom"
+			if name == "bloom" {
+				other = "fuse"
+			}
+			probe(buildBlock(fixedPolicy(t, other, 9), n), nil)
+			// A newer format version.
+			newer := append([]byte(nil), good...)
+			newer[4] = FormatVersion + 1
+			probe(newer, ErrUnsupportedVersion)
+			// Bad checksum: flip a byte of the local state.
+			bad := append([]byte(nil), good...)
+			bad[HeaderSize+len(bad[HeaderSize:])/2] ^= 0x10
+			probe(bad, nil)
+			// Truncated, and garbage.
+			probe(good[:len(good)-1], nil)
+			probe(good[:HeaderSize-1], nil)
+			probe([]byte("not a filter block at all, definitely not"), nil)
+			// Every single-byte flip in the header and a sample of the body:
+			// an error, never a panic; a block that still verifies has no
+			// false negative.
+			rng := rand.New(rand.NewPCG(1, 2))
+			for trial := 0; trial < 300; trial++ {
+				b := append([]byte(nil), good...)
+				pos := trial
+				if pos >= HeaderSize {
+					pos = rng.IntN(len(b))
+				}
+				b[pos] ^= byte(1 + rng.IntN(255))
+				f, err := p.Open(b, nil)
+				if err == nil {
+					for i := 0; i < n; i++ {
+						require.True(t, f.MayContain(key(i)))
+					}
+				}
+				require.True(t, p.MayContain(pebble.TableFilter, b, key(trial%n)))
+			}
+		})
+	}
+}
+
+// TestRemoteSection checks the block our sstable writer emits: local state
+// plus the checksummed remote representation, usable in place.
+func TestRemoteSection(t *testing.T) {
+	n, q := sizes()
+	for _, name := range []string{"taf", "exaf", "utaf", "rsqf"} {
+		t.Run(name, func(t *testing.T) {
+			wp, err := ForTable(fixedPolicy(t, name, 0), 77)
+			require.NoError(t, err)
+			block := buildBlock(wp, n)
+			require.NoError(t, wp.Err())
+			h, _, err := VerifyBlock(block)
+			require.NoError(t, err)
+			require.True(t, h.HasRemote)
+			require.Equal(t, len(block), h.LocalEnd()+h.RemoteSize())
+			require.Equal(t, h, wp.Header())
+
+			f, err := fixedPolicy(t, name, 0).Open(block, nil)
+			require.NoError(t, err)
+			af := f.(AdaptiveFilter)
+			fixed, fps := 0, 0
+			for i := 0; i < q; i++ {
+				k := absent(i)
+				if !af.MayContain(k) {
+					continue
+				}
+				fps++
+				err := af.Adapt(k)
+				if name == "rsqf" {
+					require.ErrorIs(t, err, adaptive.ErrNotAdaptive)
+					continue
+				}
+				require.NoError(t, err)
+				if !af.MayContain(k) {
+					fixed++
+				}
+			}
+			require.Positive(t, fps)
+			if name != "rsqf" {
+				require.GreaterOrEqual(t, float64(fixed), 0.99*float64(fps))
+			}
+			for i := 0; i < n; i++ {
+				require.True(t, af.MayContain(key(i)))
+			}
+
+			// The remote read through a ReaderAt, chunk by chunk.
+			br := NewBlockRemote(strings.NewReader(string(block)), 0, h)
+			all := make([]uint64, h.RemoteSlots)
+			require.NoError(t, br.ReadSlots(0, all))
+			part := make([]uint64, 100)
+			require.NoError(t, br.ReadSlots(60, part))
+			require.Equal(t, all[60:160], part)
+			require.Equal(t, uint64((h.RemoteSlots+63)/64+3), br.Reads()) // chunks 0..2 for slots 60..159
+			require.ErrorIs(t, br.ReadSlots(h.RemoteSlots-1, make([]uint64, 2)), adaptive.ErrRemote)
+			require.ErrorIs(t, br.ReadSlots(-1, part), adaptive.ErrRemote)
+
+			// A corrupt remote chunk: reads fail, adaptation fails, no false negative.
+			bad := append([]byte(nil), block...)
+			off := h.LocalEnd() + 8*5
+			binary.LittleEndian.PutUint64(bad[off:], ^binary.LittleEndian.Uint64(bad[off:]))
+			br = NewBlockRemote(strings.NewReader(string(bad)), 0, h)
+			require.ErrorIs(t, br.ReadSlots(0, part), adaptive.ErrRemote)
+			f2, err := fixedPolicy(t, name, 0).Open(bad, nil)
+			require.NoError(t, err) // the local state is intact
+			for i := 0; i < 64; i++ {
+				k := absent(i)
+				if f2.MayContain(k) {
+					_ = f2.(AdaptiveFilter).Adapt(k)
+				}
+			}
+			for i := 0; i < n; i++ {
+				require.True(t, f2.MayContain(key(i)))
+			}
+		})
+	}
+}
