@@ -1,6 +1,9 @@
 package compaction
 
 import (
+	"bytes"
+	"cmp"
+
 	"github.com/adaptkv/adaptkv/sstable"
 )
 
@@ -58,14 +61,18 @@ type mergingIter struct {
 // less reports whether heap item a comes before b in the current direction.
 // Ties between children are broken by child index so the order is total.
 func (m *mergingIter) less(a, b *heapItem) bool {
-	c := compareInternal(a.key, b.key)
+	c := bytes.Compare(a.key.UserKey, b.key.UserKey)
 	if c == 0 {
-		c = a.idx - b.idx
+		switch {
+		case a.key.Seq != b.key.Seq:
+			c = cmp.Compare(b.key.Seq, a.key.Seq)
+		case a.key.Kind != b.key.Kind:
+			c = cmp.Compare(b.key.Kind, a.key.Kind)
+		default:
+			c = a.idx - b.idx // never 0: distinct children
+		}
 	}
-	if m.dir == dirReverse {
-		return c > 0
-	}
-	return c < 0
+	return (c < 0) != (m.dir == dirReverse)
 }
 
 func (m *mergingIter) siftDown(i int) {

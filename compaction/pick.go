@@ -230,15 +230,17 @@ func pickLevel(levels [NumLevels][]*TableMeta, level int, busy func(uint64) bool
 	tables := levels[level]
 	var best *Plan
 	bestRatio := math.Inf(1)
+	prevA := -1
 	for i, t := range tables {
 		if busy(t.FileNum) {
 			continue
 		}
 		a, b := expandBoundary(tables, i, i)
-		inputs := tables[a : b+1]
-		if best != nil && inputs[0] == best.Inputs[0] {
+		if a == prevA {
 			continue // same widened candidate as the previous seed
 		}
+		prevA = a
+		inputs := tables[a : b+1]
 		if anyBusy(inputs, busy) {
 			continue
 		}

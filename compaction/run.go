@@ -21,7 +21,8 @@ type Output interface {
 	// Finish completes the table and returns its metadata.
 	Finish() (*TableMeta, error)
 	// Abort discards the table (and removes its file). Run calls it on the
-	// output in progress when it fails, including after a failed Finish.
+	// output in progress when it fails, and after a failed Finish (ignoring
+	// the result then, as Finish may have discarded the table already).
 	Abort() error
 }
 
@@ -221,6 +222,10 @@ func (r *runner) finish() error {
 		err = errors.New("Finish returned nil metadata")
 	}
 	if err != nil {
+		// Best effort: a failed Finish may already have discarded the table
+		// (sstable.Writer.Close does, and then Abort reports ErrClosed).
+		_ = r.out.Abort()
+		r.out = nil
 		return fmt.Errorf("compaction: output finish: %w", err)
 	}
 	r.out = nil
