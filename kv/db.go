@@ -92,8 +92,14 @@ func Open(dir string, opts *Options) (*DB, error) {
 	}
 	fs := o.FS
 	if !o.ReadOnly {
-		if err := fs.MkdirAll(dir, 0o755); err != nil {
-			return nil, err
+		if _, err := fs.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			if err := fs.MkdirAll(dir, 0o755); err != nil {
+				return nil, err
+			}
+			// Make the new directory's entry durable in its parent.
+			if err := syncDir(fs, fs.PathDir(dir)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	lock, err := fs.Lock(fs.PathJoin(dir, lockFileName))
