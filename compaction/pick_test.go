@@ -490,3 +490,64 @@ func bruteFeasible(levels [NumLevels][]*TableMeta, busy func(uint64) bool) [NumL
 	}
 	return out
 }
+
+// TestPickConcurrentPlansDisjoint simulates a scheduler that starts plans
+// while others run (their tables busy) and checks that no two running plans
+// touch overlapping key ranges of a level they share: the inputs' range at
+// Level, the whole plan's range at OutputLevel, where its output lands.
+func TestPickConcurrentPlansDisjoint(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewSource(seed))
+	rounds := 2000
+	if testing.Short() {
+		rounds = 400
+	}
+	type span struct{ lo, hi []byte }
+	touched := func(p *Plan) map[int]span {
+		m := map[int]span{}
+		lo, hi := keyRange(p.Inputs)
+		m[p.Level] = span{lo, hi}
+		lo, hi = p.UserKeyRange()
+		m[p.OutputLevel] = span{lo, hi}
+		return m
+	}
+	concurrent := 0
+	for round := 0; round < rounds; round++ {
+		levels := randLevels(rng)
+		opts := Options{L0Trigger: 1, BaseLevelBytes: 1, LevelRatio: 2}
+		var running []*Plan
+		busyNums := map[uint64]bool{}
+		busy := func(n uint64) bool { return busyNums[n] }
+		for attempt := 0; attempt < 8; attempt++ {
+			var p *Plan
+			if rng.Intn(3) == 0 {
+				a := []byte(fmt.Sprintf("k%03d", rng.Intn(130)))
+				p = PickRange(levels, rng.Intn(NumLevels), a, append(a, 'z'), busy)
+			} else {
+				p = Pick(levels, opts, busy)
+			}
+			if p == nil {
+				continue
+			}
+			msg := fmt.Sprintf("seed %d round %d plan %d", seed, round, len(running))
+			for _, q := range running {
+				tq := touched(q)
+				for l, sp := range touched(p) {
+					if sq, ok := tq[l]; ok {
+						disjoint := bytes.Compare(sp.hi, sq.lo) < 0 || bytes.Compare(sq.hi, sp.lo) < 0
+						require.True(t, disjoint, "%s: L%d range [%s,%s] meets a running plan's [%s,%s]",
+							msg, l, sp.lo, sp.hi, sq.lo, sq.hi)
+					}
+				}
+			}
+			for _, tb := range p.Tables() {
+				busyNums[tb.FileNum] = true
+			}
+			running = append(running, p)
+		}
+		if len(running) > 1 {
+			concurrent++
+		}
+	}
+	require.Greater(t, concurrent, rounds/4, "the simulation must run plans side by side")
+}
