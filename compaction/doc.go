@@ -5,16 +5,33 @@
 // Picking (Pick, PickRange) follows Pebble and RocksDB: L0 holds flushed
 // tables that may overlap and is compacted into L1 when it has L0Trigger
 // tables; L1..L6 are sorted runs whose target sizes grow by LevelRatio from
-// BaseLevelBytes, and the level with the highest size/target score >= 1 is
-// compacted into the next one. A plan never takes a table that is busy in a
-// running compaction and never splits the versions of a user key between
-// its inputs and the rest of a level.
+// BaseLevelBytes (64 MiB by default), and the level with the highest
+// size/target score >= 1 is compacted into the next one, starting from the
+// table whose overlap with the next level is smallest relative to its size.
+// A plan never takes a table that is busy in a running compaction and never
+// splits the versions of a user key between its inputs and the rest of a
+// level.
 //
 // Running (Run) merges the plan's tables with NewMergingIter and writes, cut
 // into tables of about TargetFileSize, only the versions some reader can
 // still see: per user key, the newest version visible to each live snapshot
-// and to the latest state; tombstones that hide nothing are dropped when the
-// output is the bottommost data for its range.
+// and to the latest state. When the output is the bottommost data for its
+// range, tombstones with no older kept value beneath them are dropped.
+//
+// A compaction, as the kv package drives it:
+//
+//	p := compaction.Pick(levels, opts, isBusy) // nil: nothing to do
+//	// mark p.Tables() busy; open an iterator on each of them
+//	in := compaction.NewMergingIter(iters...)
+//	metas, err := compaction.Run(in, compaction.RunOptions{
+//		Snapshots:      liveSnapshots, // ascending
+//		DropTombstones: p.IsBottommost(levels),
+//		TargetFileSize: opts.TargetFileSize,
+//		NewOutput:      newTableOutput, // e.g. over sstable.Create
+//	})
+//	in.Close()
+//	// on success: install metas at p.OutputLevel and remove p.Tables();
+//	// on error: delete the files of metas; then unmark busy
 //
 // Everything here works on sstable.Iterator and TableMeta values, so it is
 // tested with in-memory iterators and outputs, without a DB or real tables.
