@@ -24,6 +24,10 @@ func (f *qf) Adapt(key []byte) error {
 		return ErrNotAdaptive
 	}
 	h1, h2 := f.hash(key)
+	return f.adaptHash(h1, h2)
+}
+
+func (f *qf) adaptHash(h1, h2 uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	q := quotient(h1, f.nq)

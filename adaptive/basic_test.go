@@ -91,3 +91,5 @@ func TestBasicAllKinds(t *testing.T) {
 var _ = errors.Is
 var _ = fmt.Sprint
 var _ = math.Sqrt
+
+func sqrtf(x float64) float64 { return math.Sqrt(x) }

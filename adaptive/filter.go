@@ -284,6 +284,10 @@ func (f *qf) findRun(q uint64) (start, end int, ok, bad bool) {
 // MayContain implements Filter.
 func (f *qf) MayContain(key []byte) bool {
 	h1, h2 := f.hash(key)
+	return f.mayContainHash(h1, h2)
+}
+
+func (f *qf) mayContainHash(h1, h2 uint64) bool {
 	if f.kind == KindRSQF {
 		return f.query(h1, h2)
 	}

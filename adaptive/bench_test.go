@@ -1,0 +1,110 @@
+package adaptive
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+const benchN = 1 << 20
+
+var benchData struct {
+	once    sync.Once
+	keys    [][]byte
+	negs    [][]byte
+	filters map[Kind]*qf
+	adapted map[Kind]*qf
+}
+
+// benchSetup builds, once per process, a filter of every kind over the same
+// 1M keys, and a second copy that has adapted to 1M negative queries
+// (A/S = 1), the state a long-running adaptive filter is in.
+func benchSetup(b *testing.B) {
+	b.Helper()
+	benchData.once.Do(func() {
+		rng := rand.New(rand.NewPCG(7, 7))
+		benchData.keys = randKeys(rng, benchN, 1)
+		benchData.negs = randKeys(rng, benchN, 2)
+		benchData.filters = map[Kind]*qf{}
+		benchData.adapted = map[Kind]*qf{}
+		for _, kind := range allKinds {
+			for _, m := range []map[Kind]*qf{benchData.filters, benchData.adapted} {
+				f, err := New(kind, benchData.keys, Options{Seed: 99})
+				if err != nil {
+					panic(err)
+				}
+				m[kind] = f.(*qf)
+			}
+			if kind == KindRSQF {
+				continue
+			}
+			f := benchData.adapted[kind]
+			for _, k := range benchData.negs {
+				if f.MayContain(k) {
+					if err := f.Adapt(k); err != nil {
+						panic(err)
+					}
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkInsert builds a filter of 1M keys from scratch (hashing, sorting
+// and layout): the figure is ns per key.
+func BenchmarkInsert(b *testing.B) {
+	benchSetup(b)
+	for _, kind := range allKinds {
+		b.Run(kind.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				bl := NewBuilder(kind, Options{Seed: 5}, benchN)
+				for _, k := range benchData.keys {
+					bl.Add(k)
+				}
+				if _, _, err := bl.Finish(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(b.N*benchN), "ns/key")
+		})
+	}
+}
+
+func benchQuery(b *testing.B, query func([]byte) bool, keys [][]byte, wantAll bool) {
+	b.ReportAllocs()
+	hits := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if query(keys[i&(benchN-1)]) {
+			hits++
+		}
+	}
+	b.StopTimer()
+	if wantAll && hits != b.N {
+		b.Fatalf("false negatives: %d of %d", b.N-hits, b.N)
+	}
+	b.ReportMetric(float64(hits)/float64(b.N), "maybe/op")
+}
+
+// BenchmarkQuery measures MayContain on stored keys (positive) and on
+// absent keys (negative), on fresh filters and after adapting to 1M
+// negatives; "unsync" skips the sequence-counter check that makes queries
+// safe during Adapt, to measure what the synchronization costs.
+func BenchmarkQuery(b *testing.B) {
+	benchSetup(b)
+	for _, kind := range allKinds {
+		f, a := benchData.filters[kind], benchData.adapted[kind]
+		b.Run(fmt.Sprintf("%s/positive", kind), func(b *testing.B) { benchQuery(b, f.MayContain, benchData.keys, true) })
+		b.Run(fmt.Sprintf("%s/negative", kind), func(b *testing.B) { benchQuery(b, f.MayContain, benchData.negs, false) })
+		if kind == KindRSQF {
+			continue
+		}
+		b.Run(fmt.Sprintf("%s/positive-adapted", kind), func(b *testing.B) { benchQuery(b, a.MayContain, benchData.keys, true) })
+		b.Run(fmt.Sprintf("%s/negative-adapted", kind), func(b *testing.B) { benchQuery(b, a.MayContain, benchData.negs, false) })
+		b.Run(fmt.Sprintf("%s/positive-adapted-unsync", kind), func(b *testing.B) { benchQuery(b, a.mayContainUnsync, benchData.keys, true) })
+	}
+}
