@@ -10,20 +10,23 @@ import (
 // NewMergingIter returns an iterator over the union of iters in internal-key
 // order (user key ascending, then sequence number descending, then kind
 // descending). Equal internal keys from different children (which a
-// well-formed LSM never has) come out in argument order. Nil children are
-// ignored.
+// well-formed LSM never has) come out in argument order going forward, in
+// reverse argument order going backward. Nil children are ignored.
 //
 // It supports First, Last, SeekGE, SeekLT, Next and Prev, and switching
 // direction at any position, like Pebble's merging iterator: the children
 // form a min-heap going forward and a max-heap going backward. Next after
 // running off the start (Prev returned false) lands on the first key; Prev
 // after running off the end lands on the last key. Next and Prev on an
-// iterator that was never positioned return false.
+// iterator that was never positioned return false. Children are only
+// stepped (Next, Prev) from a valid position; an exhausted child is
+// repositioned with First or Last instead.
 //
 // The first error a child reports stops the iteration: every positioning
 // call then returns false and Error returns that error. Close closes every
 // child and returns the first error met; after Close, positioning returns
-// false and Error returns ErrClosed. The iterator is not safe for
+// false and Error returns ErrClosed (or the error Close returned). The
+// iterator is not safe for
 // concurrent use.
 func NewMergingIter(iters ...sstable.Iterator) sstable.Iterator {
 	m := &mergingIter{}

@@ -94,6 +94,22 @@ type Plan struct {
 	Score float64
 }
 
+// String describes the plan for logs, e.g. "L1->L2 inputs [7 8] overlapping [3]".
+func (p *Plan) String() string {
+	kind := ""
+	if p.Manual {
+		kind = " (manual)"
+	}
+	nums := func(ts []*TableMeta) []uint64 {
+		out := make([]uint64, len(ts))
+		for i, t := range ts {
+			out[i] = t.FileNum
+		}
+		return out
+	}
+	return fmt.Sprintf("L%d->L%d%s inputs %v overlapping %v", p.Level, p.OutputLevel, kind, nums(p.Inputs), nums(p.Overlapping))
+}
+
 // Tables returns Inputs followed by Overlapping.
 func (p *Plan) Tables() []*TableMeta {
 	return append(slices.Clip(p.Inputs), p.Overlapping...)

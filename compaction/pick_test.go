@@ -69,6 +69,9 @@ func TestPickL0Trigger(t *testing.T) {
 	require.Equal(t, "a", string(lo))
 	require.Equal(t, "m", string(hi))
 
+	require.Equal(t, "L0->L1 inputs [10 11 12 13] overlapping [1 2]", p.String())
+	require.Equal(t, "L3->L4 (manual) inputs [] overlapping []", (&Plan{Level: 3, OutputLevel: 4, Manual: true}).String())
+
 	// A custom trigger.
 	require.Nil(t, Pick(levels, Options{L0Trigger: 5}, nil))
 }
