@@ -76,6 +76,8 @@ type Reader struct {
 	remote    *filterpolicy.BlockRemote
 	filterErr error
 	stateErr  error
+	filterOff int64 // filter block position in the file (tests)
+	filterLen int64
 	tableSize uint64
 
 	mu     sync.RWMutex // held shared by lookups, exclusively by Close
@@ -166,6 +168,7 @@ func (r *Reader) loadFilter() error {
 		return nil
 	}
 	off, length := int64(bh.Handle.Offset), int64(bh.Handle.Length)
+	r.filterOff, r.filterLen = off, length
 	if length < filterpolicy.HeaderSize || off < 0 || off+length > int64(r.tableSize) {
 		r.filterErr = fmt.Errorf("%w: filter block handle %d+%d out of range", filterpolicy.ErrCorruptBlock, off, length)
 		return nil
