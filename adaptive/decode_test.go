@@ -17,7 +17,7 @@ func adaptedEncoding(t testing.TB, kind Kind, n int) ([]byte, [][]byte) {
 	f, err := New(kind, keys, Options{Seed: 1234})
 	require.NoError(t, err)
 	if kind != KindRSQF {
-		for _, k := range randKeys(rng, 200*n, 2) {
+		for _, k := range randKeys(rng, 50*n, 2) {
 			if f.MayContain(k) {
 				require.NoError(t, f.Adapt(k))
 			}

@@ -108,7 +108,7 @@ func fillRandom(rng *rand.Rand, b []byte) {
 // writer adapts to a stream of false positives (with rebuilds); run it with
 // -race. A reader must never see a half-updated block (a false negative).
 func TestConcurrentAdapt(t *testing.T) {
-	queries := sizeFor(200_000, 1_000_000, 5_000_000)
+	queries := sizeFor(100_000, 1_000_000, 5_000_000)
 	rng := rand.New(rand.NewPCG(35, 36))
 	for _, n := range []int{300, sizeFor(5_000, 20_000, 100_000)} {
 		keys := randKeys(rng, n, 1)
