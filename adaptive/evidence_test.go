@@ -1,0 +1,227 @@
+package adaptive
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Tests that reproduce the evidence of the TAF paper (Lee, McCauley, Singh,
+// Stein): sustained false-positive rate, repeated queries, the adversarial
+// stream of section 6.1, and space. Run with -v for the tables; with
+// -adaptive.long for the full sizes.
+
+const eps8 = 1.0 / 256 // 2^-r at the default remainder width
+
+// negStream yields distinct absent keys (tag 9), generated on the fly.
+type negStream struct {
+	rng *rand.Rand
+	buf [16]byte
+}
+
+func newNegStream(seed uint64) *negStream {
+	s := &negStream{rng: rand.New(rand.NewPCG(seed, 99))}
+	s.buf[0] = 9
+	return s
+}
+
+func (s *negStream) next() []byte {
+	fillRandom(s.rng, s.buf[1:])
+	return s.buf[:]
+}
+
+// binomialUpper is mean + 4 standard deviations of a Binomial(trials, p).
+func binomialUpper(trials int, p float64) float64 {
+	mean := float64(trials) * p
+	return mean + 4*math.Sqrt(mean*(1-p)) + 1
+}
+
+// TestSustainedFalsePositiveRate: on first-time queries the rate stays at
+// about load*2^-r for every kind, including while the adaptive kinds adapt
+// to every false positive they meet (paper, Theorem 1).
+func TestSustainedFalsePositiveRate(t *testing.T) {
+	n := sizeFor(20_000, 100_000, 1_000_000)
+	queries := sizeFor(500_000, 2_000_000, 20_000_000)
+	rng := rand.New(rand.NewPCG(41, 42))
+	keys := randKeys(rng, n, 1)
+	for _, kind := range allKinds {
+		f, err := New(kind, keys, Options{Seed: 4242})
+		require.NoError(t, err)
+		// Union bound: (elements per home slot) * 2^-r.
+		p := float64(f.Len()) / float64(f.(*qf).nq) * eps8
+		neg := newNegStream(uint64(kind))
+		fps := 0
+		for i := 0; i < queries; i++ {
+			k := neg.next()
+			if f.MayContain(k) {
+				fps++
+				if kind != KindRSQF {
+					require.NoError(t, f.Adapt(k))
+				}
+			}
+		}
+		rate := float64(fps) / float64(queries)
+		t.Logf("sustained | %-4v | n=%d | queries=%d | fp rate %.5f | bound load*2^-r %.5f | adaptations %d rebuilds %d",
+			kind, n, queries, rate, p, f.Stats().Adaptations, f.Stats().Rebuilds)
+		require.LessOrEqual(t, float64(fps), binomialUpper(queries, p), "%v above the bound", kind)
+		lower := 0.9*p*float64(queries) - 4*math.Sqrt(p*float64(queries))
+		require.GreaterOrEqual(t, float64(fps), lower, "%v suspiciously low", kind)
+	}
+}
+
+// TestRepeatedQueries: each of U = A/S * n absent keys is queried 10 times
+// in a random interleaving. An adaptive filter pays about once per unique
+// key (TAF within 1.5x of eps*U); the RSQF pays for every repetition.
+func TestRepeatedQueries(t *testing.T) {
+	n := sizeFor(20_000, 20_000, 100_000)
+	ratios := []int{1, 2, 5, 10, 20}
+	if testing.Short() {
+		ratios = []int{1, 5, 20}
+	}
+	const reps = 10
+	rng := rand.New(rand.NewPCG(43, 44))
+	keys := randKeys(rng, n, 1)
+	for _, as := range ratios {
+		u := as * n
+		negs := randKeys(rng, u, 2)
+		order := make([]int32, 0, reps*u)
+		for r := 0; r < reps; r++ {
+			for i := 0; i < u; i++ {
+				order = append(order, int32(i))
+			}
+		}
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		res := map[Kind]int{}
+		for _, kind := range allKinds {
+			f, err := New(kind, keys, Options{Seed: 777})
+			require.NoError(t, err)
+			fps := 0
+			for _, i := range order {
+				k := negs[i]
+				if f.MayContain(k) {
+					fps++
+					if kind != KindRSQF {
+						require.NoError(t, f.Adapt(k))
+					}
+				}
+			}
+			res[kind] = fps
+			st := f.Stats()
+			t.Logf("repeated | A/S=%-2d | %-4v | unique=%d queries=%d | false positives %d = %.2f x eps*unique | rebuilds %d",
+				as, kind, u, len(order), fps, float64(fps)/(eps8*float64(u)), st.Rebuilds)
+		}
+		epsU := eps8 * float64(u)
+		bound := math.Max(1.5*epsU, epsU+4*math.Sqrt(epsU))
+		require.LessOrEqual(t, float64(res[KindTAF]), bound, "TAF at A/S=%d", as)
+		require.LessOrEqual(t, float64(res[KindUTAF]), bound, "uTAF at A/S=%d", as)
+		require.GreaterOrEqual(t, float64(res[KindRSQF]), 5*0.9*epsU, "RSQF must pay for repetitions at A/S=%d", as)
+		require.Less(t, 3*res[KindTAF], res[KindRSQF])
+	}
+}
+
+// adversarialRun plays the adversarial stream of section 6.1: a set Q of
+// c*n random absent keys is queried in rounds of 10 subrounds (every key of
+// Q once per subround, adapting on each false positive); after a round only
+// the keys that were false positives in it stay. It stops after at least 2
+// rounds once |Q| < 0.01 n, or when Q is empty, or after maxRounds. It
+// returns the false-positive rate of the final round and its query count.
+func adversarialRun(t *testing.T, f Filter, negs [][]byte, rng *rand.Rand) (rate float64, finalQueries, rounds int) {
+	const subrounds, maxRounds = 10, 8
+	q := negs
+	for rounds = 1; ; rounds++ {
+		fpKeys := make([][]byte, 0)
+		hit := make([]bool, len(q))
+		fps := 0
+		for s := 0; s < subrounds; s++ {
+			rng.Shuffle(len(q), func(i, j int) { q[i], q[j] = q[j], q[i]; hit[i], hit[j] = hit[j], hit[i] })
+			for i, k := range q {
+				if f.MayContain(k) {
+					fps++
+					hit[i] = true
+					if f.Kind() != KindRSQF {
+						require.NoError(t, f.Adapt(k))
+					}
+				}
+			}
+		}
+		rate, finalQueries = float64(fps)/float64(subrounds*len(q)), subrounds*len(q)
+		for i, k := range q {
+			if hit[i] {
+				fpKeys = append(fpKeys, k)
+			}
+		}
+		if len(fpKeys) == 0 || rounds >= maxRounds || (rounds >= 2 && float64(len(fpKeys)) < 0.01*float64(f.Len())) {
+			return rate, finalQueries, rounds
+		}
+		q = fpKeys
+	}
+}
+
+// TestAdversarial: the final-round false-positive rate of the adversarial
+// stream. TAF stays below 2 eps up to |Q|/|S| = 20; the RSQF goes to 1; the
+// exAF, spending the same space less efficiently, loses fixes to rebuilds.
+func TestAdversarial(t *testing.T) {
+	n := sizeFor(5_000, 20_000, 100_000)
+	ratios := []int{1, 2, 5, 10, 20}
+	switch {
+	case *longTests:
+		ratios = append(ratios, 50, 100)
+	case testing.Short():
+		ratios = []int{1, 20}
+	}
+	rng := rand.New(rand.NewPCG(45, 46))
+	keys := randKeys(rng, n, 1)
+	for _, c := range ratios {
+		negs := randKeys(rng, c*n, 2)
+		rates := map[Kind]float64{}
+		for _, kind := range allKinds {
+			f, err := New(kind, keys, Options{Seed: 31337})
+			require.NoError(t, err)
+			q := append([][]byte(nil), negs...)
+			rate, nq, rounds := adversarialRun(t, f, q, rand.New(rand.NewPCG(uint64(c), 1)))
+			rates[kind] = rate
+			t.Logf("adversarial | |Q|/|S|=%-3d | %-4v | final-round fp rate %.5f (%.2f eps) over %d queries, %d rounds | rebuilds %d",
+				c, kind, rate, rate/eps8, nq, rounds, f.Stats().Rebuilds)
+			switch kind {
+			case KindRSQF:
+				require.Greater(t, rate, 0.99, "RSQF keeps answering yes to its false positives")
+			case KindTAF, KindUTAF:
+				if c <= 20 {
+					limit := 2*eps8 + 4*math.Sqrt(2*eps8/float64(nq))
+					require.LessOrEqual(t, rate, limit, "%v at |Q|/|S|=%d", kind, c)
+				}
+			}
+		}
+		if c >= 20 {
+			require.Greater(t, rates[KindExAF], rates[KindTAF], "exAF should lose more fixes than TAF at |Q|/|S|=%d", c)
+		}
+	}
+}
+
+// TestBitsPerKey: local state of TAF and exAF at 8-bit remainders and load
+// 0.95 is (log2(1/eps) + 3) / alpha <= 11.6 bits per key.
+func TestBitsPerKey(t *testing.T) {
+	n := sizeFor(100_000, 1_000_000, 1_000_000)
+	rng := rand.New(rand.NewPCG(47, 48))
+	keys := randKeys(rng, n, 1)
+	for _, kind := range allKinds {
+		f, err := New(kind, keys, Options{Seed: 1})
+		require.NoError(t, err)
+		bpk := f.BitsPerKey()
+		t.Logf("space | %-4v | n=%d | %.3f bits/key | %d bytes | %d slots", kind, n, bpk, f.SizeBytes(), f.Slots())
+		require.Equal(t, f.SizeBytes()*8, int(math.Round(bpk*float64(f.Len()))))
+		switch kind {
+		case KindTAF, KindExAF, KindRSQF:
+			require.LessOrEqual(t, bpk, 11.6)
+			require.Greater(t, bpk, 11.0)
+		case KindUTAF:
+			require.Greater(t, bpk, 11.6+7) // a plain byte per slot
+		}
+	}
+	f, err := New(KindTAF, keys[:1000], Options{RemainderBits: 12, LoadFactor: 0.9, Seed: 1})
+	require.NoError(t, err)
+	require.InDelta(t, (12.0+3)/0.9, f.BitsPerKey(), 1.0, fmt.Sprint("r=12 alpha=0.9"))
+}
