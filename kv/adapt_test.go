@@ -1,0 +1,122 @@
+package kv
+
+import (
+	"encoding/binary"
+	"fmt"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+)
+
+// adaptRun loads a store with present keys, then asks the same absent keys
+// rounds times and returns the false-positive probes of each round.
+func adaptRun(t *testing.T, policy string, present, absent, rounds int) (perRound []uint64, final Metrics) {
+	fs := vfs.NewMem()
+	db, err := Open("db", &Options{FS: fs, FilterPolicy: policy, MemTableSize: 256 << 10, TargetFileSize: 128 << 10})
+	require.NoError(t, err)
+	defer db.Close()
+	key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte("user"), uint64(i)*0x9E3779B97F4A7C15) }
+	b := NewBatch()
+	for i := 0; i < present; i++ {
+		require.NoError(t, b.Set(key(2*i), []byte("value")))
+		if b.Count() == 1000 {
+			require.NoError(t, db.Apply(b, NoSync))
+			b.Reset()
+		}
+	}
+	require.NoError(t, db.Apply(b, NoSync))
+	require.NoError(t, db.Compact(nil, nil))
+	prev := db.Metrics().FalsePositiveProbes
+	for r := 0; r < rounds; r++ {
+		for i := 0; i < absent; i++ {
+			_, err := db.Get(key(2*i + 1))
+			require.ErrorIs(t, err, ErrNotFound)
+		}
+		m := db.Metrics()
+		perRound = append(perRound, m.FalsePositiveProbes-prev)
+		prev = m.FalsePositiveProbes
+	}
+	// No false negatives after all that adapting.
+	for i := 0; i < present; i += 7 {
+		v, err := db.Get(key(2 * i))
+		require.NoError(t, err)
+		require.Equal(t, "value", string(v))
+	}
+	return perRound, db.Metrics()
+}
+
+// TestAdaptivity repeats the same absent keys: with taf the false-positive
+// probes fall to (near) zero after the first round, because each false
+// positive is fixed when first seen; bloom pays the same probes every round.
+func TestAdaptivity(t *testing.T) {
+	present, absent, rounds := 50_000, 10_000, 100
+	if testing.Short() {
+		present, absent, rounds = 20_000, 4_000, 10
+	}
+	sum := func(xs []uint64) (s uint64) {
+		for _, x := range xs {
+			s += x
+		}
+		return s
+	}
+	taf, tm := adaptRun(t, "taf", present, absent, rounds)
+	bloom, bm := adaptRun(t, "bloom", present, absent, rounds)
+	t.Logf("taf:   round1 %d fp probes, rounds 2..%d total %d (%.3f/round), adaptations %d, %.2f bits/key, tables %v",
+		taf[0], rounds, sum(taf[1:]), float64(sum(taf[1:]))/float64(rounds-1), tm.Adaptations, tm.FilterBitsPerKey, tm.Levels)
+	t.Logf("bloom: round1 %d fp probes, rounds 2..%d total %d (%.3f/round), %.2f bits/key",
+		bloom[0], rounds, sum(bloom[1:]), float64(sum(bloom[1:]))/float64(rounds-1), bm.FilterBitsPerKey)
+	require.Positive(t, taf[0], "the first round must meet false positives")
+	require.Positive(t, bloom[0])
+	// taf: every later round costs at most 1% of the first round on average.
+	require.LessOrEqual(t, float64(sum(taf[1:]))/float64(rounds-1), 0.01*float64(taf[0])+0.5)
+	require.GreaterOrEqual(t, tm.Adaptations, taf[0], "each first-round false positive adapts")
+	// bloom is static: the same false positives every round.
+	for r, x := range bloom {
+		require.Equal(t, bloom[0], x, "bloom round %d", r+1)
+	}
+	_ = fmt.Sprint
+}
+
+// TestAdaptiveStatePersists checks that adaptations survive the table cache
+// closing a table (MaxOpenFiles 1) and a restart: the state files are saved
+// and loaded, so known false positives stay fixed.
+func TestAdaptiveStatePersists(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := &Options{FS: fs, FilterPolicy: "taf", MemTableSize: 128 << 10, TargetFileSize: 64 << 10, MaxOpenFiles: 1}
+	db, err := Open("db", opts)
+	require.NoError(t, err)
+	key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte("user"), uint64(i)*0x9E3779B97F4A7C15) }
+	for i := 0; i < 20_000; i++ {
+		require.NoError(t, db.Set(key(2*i), []byte("v"), NoSync))
+	}
+	require.NoError(t, db.Compact(nil, nil))
+	round := func(db *DB) uint64 {
+		before := db.Metrics().FalsePositiveProbes
+		for i := 0; i < 5000; i++ {
+			_, err := db.Get(key(2*i + 1))
+			require.ErrorIs(t, err, ErrNotFound)
+		}
+		return db.Metrics().FalsePositiveProbes - before
+	}
+	first := round(db)
+	require.Positive(t, first)
+	require.Greater(t, db.Metrics().Levels[6].NumFiles, 1, "several tables, so the cache of 1 evicts")
+	require.LessOrEqual(t, round(db), first/50, "after eviction")
+	require.NoError(t, db.Close())
+	names, err := fs.List("db")
+	require.NoError(t, err)
+	states := 0
+	for _, n := range names {
+		if ft, _ := parseFileName(n); ft == fileTypeState {
+			states++
+		}
+	}
+	require.Positive(t, states, "adaptive state files saved")
+	db, err = Open("db", opts)
+	require.NoError(t, err)
+	defer db.Close()
+	again := round(db)
+	t.Logf("first round %d false-positive probes, after restart %d", first, again)
+	require.LessOrEqual(t, again, first/50, "after restart")
+}

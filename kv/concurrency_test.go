@@ -1,0 +1,180 @@
+package kv
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+)
+
+// TestConcurrency runs 8 goroutines mixing Get, Set, Delete, batches and
+// iterators while flushes and compactions run. Each goroutine owns a key
+// range and checks read-your-writes on it exactly (Get, and iterators,
+// which must show exactly its model since it does not write while it
+// iterates); keys of the other ranges must be well-formed with a value
+// that matches the key (no phantom or torn entries).
+func TestConcurrency(t *testing.T) {
+	const workers = 8
+	ops := 4000
+	if testing.Short() {
+		ops = 1000
+	}
+	fs := vfs.NewMem()
+	db, err := Open("db", &Options{FS: fs, MemTableSize: 32 << 10, L0CompactionThreshold: 2,
+		TargetFileSize: 16 << 10, MaxOpenFiles: 8})
+	require.NoError(t, err)
+	defer db.Close()
+
+	valueOf := func(k string, ver int) []byte { return fmt.Appendf(nil, "%s@%d", k, ver) }
+	checkForeign := func(k, v []byte) error {
+		if !bytes.HasPrefix(v, append(bytes.Clone(k), '@')) {
+			return fmt.Errorf("key %q has foreign value %q", k, v)
+		}
+		return nil
+	}
+	var stop atomic.Bool
+	var bg sync.WaitGroup
+	bg.Add(1)
+	go func() { // manual flushes and compactions on top of the background ones
+		defer bg.Done()
+		for i := 0; !stop.Load(); i++ {
+			time.Sleep(2 * time.Millisecond)
+			if i%4 == 3 {
+				if err := db.Compact(nil, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			} else if err := db.Flush(); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			own := map[string][]byte{}
+			key := func(i int) string { return fmt.Sprintf("w%d-%04d", w, i) }
+			fail := func(format string, args ...any) {
+				errs <- fmt.Errorf("worker %d: "+format, append([]any{w}, args...)...)
+			}
+			for op := 0; op < ops; op++ {
+				switch r := rng.IntN(100); {
+				case r < 35:
+					k := key(rng.IntN(300))
+					v := valueOf(k, op)
+					if err := db.Set([]byte(k), v, NoSync); err != nil {
+						fail("set: %v", err)
+						return
+					}
+					own[k] = v
+				case r < 45:
+					k := key(rng.IntN(300))
+					if err := db.Delete([]byte(k), NoSync); err != nil {
+						fail("delete: %v", err)
+						return
+					}
+					delete(own, k)
+				case r < 50:
+					b := NewBatch()
+					staged := map[string][]byte{}
+					for n := 0; n < 10; n++ {
+						k := key(rng.IntN(300))
+						v := valueOf(k, op)
+						_ = b.Set([]byte(k), v)
+						staged[k] = v
+					}
+					if err := db.Apply(b, Sync); err != nil {
+						fail("apply: %v", err)
+						return
+					}
+					for k, v := range staged {
+						own[k] = v
+					}
+				case r < 80:
+					k := key(rng.IntN(300))
+					v, err := db.Get([]byte(k))
+					want, ok := own[k]
+					if !ok && err != ErrNotFound {
+						fail("get %s: want not found, got %q %v", k, v, err)
+						return
+					}
+					if ok && (err != nil || !bytes.Equal(v, want)) {
+						fail("get %s: want %q, got %q %v", k, want, v, err)
+						return
+					}
+					// A foreign key: any well-formed answer.
+					fk := fmt.Appendf(nil, "w%d-%04d", rng.IntN(workers), rng.IntN(300))
+					if v, err := db.Get(fk); err == nil {
+						if e := checkForeign(fk, v); e != nil {
+							fail("%v", e)
+							return
+						}
+					} else if err != ErrNotFound {
+						fail("get %s: %v", fk, err)
+						return
+					}
+				default:
+					it, err := db.NewIter(nil)
+					if err != nil {
+						fail("new iter: %v", err)
+						return
+					}
+					seen := 0
+					prefix := fmt.Sprintf("w%d-", w)
+					var prev []byte
+					for ok := it.First(); ok; ok = it.Next() {
+						k := it.Key()
+						if prev != nil && bytes.Compare(prev, k) >= 0 {
+							fail("iterator out of order: %q then %q", prev, k)
+							return
+						}
+						prev = append(prev[:0], k...)
+						if e := checkForeign(k, it.Value()); e != nil {
+							fail("iter: %v", e)
+							return
+						}
+						if strings.HasPrefix(string(k), prefix) {
+							want, ok := own[string(k)]
+							if !ok || !bytes.Equal(want, it.Value()) {
+								fail("iter: own key %s = %q, model %q (present %v)", k, it.Value(), want, ok)
+								return
+							}
+							seen++
+						}
+					}
+					if err := it.Close(); err != nil {
+						fail("iter: %v", err)
+						return
+					}
+					if seen != len(own) {
+						fail("iter saw %d own keys, model has %d (lost keys)", seen, len(own))
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	stop.Store(true)
+	bg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	m := db.Metrics()
+	t.Logf("flushes %d compactions %d levels %v", m.Flushes, m.Compactions, m.Levels)
+	require.Positive(t, m.Flushes)
+	require.Positive(t, m.Compactions)
+}

@@ -1,0 +1,115 @@
+package kv
+
+import (
+	"bytes"
+	"path/filepath"
+	"testing"
+
+	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+)
+
+func TestErrors(t *testing.T) {
+	fs := vfs.NewMem()
+	db, err := Open("db", &Options{FS: fs})
+	require.NoError(t, err)
+
+	// Keys and values.
+	require.ErrorIs(t, db.Set(nil, []byte("v"), nil), ErrEmptyKey)
+	require.ErrorIs(t, db.Set([]byte{}, []byte("v"), nil), ErrEmptyKey)
+	require.ErrorIs(t, db.Delete(nil, nil), ErrEmptyKey)
+	_, err = db.Get(nil)
+	require.ErrorIs(t, err, ErrEmptyKey)
+	big := bytes.Repeat([]byte("k"), MaxKeySize+1)
+	require.ErrorIs(t, db.Set(big, nil, nil), ErrKeyTooLarge)
+	require.ErrorIs(t, db.Delete(big, nil), ErrKeyTooLarge)
+	_, err = db.Get(big)
+	require.ErrorIs(t, err, ErrKeyTooLarge)
+	require.NoError(t, db.Set(big[:MaxKeySize], []byte("max key"), nil))
+	require.ErrorIs(t, db.Set([]byte("k"), make([]byte, MaxValueSize+1), nil), ErrValueTooLarge)
+	b := NewBatch()
+	require.ErrorIs(t, b.Set(nil, nil), ErrEmptyKey)
+	require.ErrorIs(t, b.Delete(big), ErrKeyTooLarge)
+	require.ErrorIs(t, b.Set([]byte("k"), make([]byte, MaxValueSize+1)), ErrValueTooLarge)
+	require.Zero(t, b.Count())
+	_, err = db.Get([]byte("absent"))
+	require.ErrorIs(t, err, ErrNotFound)
+
+	// A second open of a locked directory.
+	_, err = Open("db", &Options{FS: fs})
+	require.ErrorIs(t, err, ErrLocked)
+
+	// Use after Close.
+	snap := db.NewSnapshot()
+	it, err := db.NewIter(nil)
+	require.NoError(t, err)
+	require.NoError(t, it.Close())
+	require.ErrorIs(t, it.Close(), ErrClosed)
+	require.False(t, it.First())
+	require.ErrorIs(t, it.Error(), ErrClosed)
+	require.NoError(t, snap.Close())
+	require.ErrorIs(t, snap.Close(), ErrClosed)
+	_, err = snap.Get([]byte("k"))
+	require.ErrorIs(t, err, ErrClosed)
+	require.NoError(t, db.Close())
+	require.ErrorIs(t, db.Close(), ErrClosed)
+	require.ErrorIs(t, db.Set([]byte("k"), nil, nil), ErrClosed)
+	require.ErrorIs(t, db.Delete([]byte("k"), nil), ErrClosed)
+	require.ErrorIs(t, db.Apply(b, nil), ErrClosed)
+	_, err = db.Get([]byte("k"))
+	require.ErrorIs(t, err, ErrClosed)
+	_, err = db.NewIter(nil)
+	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, db.Flush(), ErrClosed)
+	require.ErrorIs(t, db.Compact(nil, nil), ErrClosed)
+
+	// The lock is released by Close.
+	db, err = Open("db", &Options{FS: fs})
+	require.NoError(t, err)
+	v, err := db.Get(big[:MaxKeySize])
+	require.NoError(t, err)
+	require.Equal(t, "max key", string(v))
+	require.NoError(t, db.Close())
+
+	// Read-only.
+	ro, err := Open("db", &Options{FS: fs, ReadOnly: true})
+	require.NoError(t, err)
+	require.ErrorIs(t, ro.Set([]byte("k"), nil, nil), ErrReadOnly)
+	require.ErrorIs(t, ro.Delete([]byte("k"), nil), ErrReadOnly)
+	b = NewBatch()
+	require.NoError(t, b.Set([]byte("k"), nil))
+	require.ErrorIs(t, ro.Apply(b, nil), ErrReadOnly)
+	require.ErrorIs(t, ro.Flush(), ErrReadOnly)
+	require.ErrorIs(t, ro.Compact(nil, nil), ErrReadOnly)
+	v, err = ro.Get(big[:MaxKeySize])
+	require.NoError(t, err)
+	require.Equal(t, "max key", string(v))
+	require.NoError(t, ro.Close())
+	_, err = Open("nowhere", &Options{FS: fs, ReadOnly: true})
+	require.Error(t, err)
+
+	// Options.
+	_, err = Open("db2", &Options{FS: fs, FilterPolicy: "no-such-filter"})
+	require.ErrorIs(t, err, filterpolicy.ErrUnknownPolicy)
+	require.ErrorIs(t, err, ErrUnknownPolicy)
+	_, err = Open("db2", &Options{FS: fs, MemTableSize: -1})
+	require.ErrorIs(t, err, ErrInvalidOptions)
+}
+
+// TestLockedRealFS checks the file lock on the OS file system.
+func TestLockedRealFS(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	db, err := Open(dir, nil)
+	require.NoError(t, err)
+	_, err = Open(dir, nil)
+	require.ErrorIs(t, err, ErrLocked)
+	require.NoError(t, db.Set([]byte("a"), []byte("b"), nil))
+	require.NoError(t, db.Close())
+	db, err = Open(dir, &Options{Filter: filterpolicy.NewBloom(12)})
+	require.NoError(t, err)
+	v, err := db.Get([]byte("a"))
+	require.NoError(t, err)
+	require.Equal(t, "b", string(v))
+	require.NoError(t, db.Close())
+}
