@@ -3,8 +3,12 @@ package prefixfilter
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"unsafe"
 
@@ -179,4 +183,49 @@ func FuzzDecodeResealed(f *testing.F) {
 		reseal(data)
 		checkDecode(t, data)
 	})
+}
+
+// TestWriteFuzzCorpus regenerates the checked-in seed corpus of FuzzDecode
+// and FuzzDecodeResealed when PREFIXFILTER_WRITE_CORPUS=1; otherwise it
+// checks that the corpus exists and that Decode handles every entry.
+func TestWriteFuzzCorpus(t *testing.T) {
+	valid := map[string][]byte{}
+	for _, n := range []int{0, 1, 40, 300} {
+		valid[fmt.Sprintf("valid_n%d", n)] = encodeKeys(t, n, uint64(n))
+	}
+	entries := map[string][]byte{"empty": {}, "magic_only": []byte(magic)}
+	for name, data := range valid {
+		entries[name] = data
+		entries[name+"_truncated"] = data[:len(data)/2]
+		entries[name+"_header_only"] = data[:headerSize]
+		flipped := append([]byte(nil), data...)
+		flipped[len(flipped)/3] ^= 0x10
+		entries[name+"_bitflip"] = flipped
+		badBin := append([]byte(nil), data...)
+		badBin[headerSize] ^= 0x40 // first header bit of bin 0
+		reseal(badBin)
+		entries[name+"_resealed_bad_bin"] = badBin
+	}
+	write := os.Getenv("PREFIXFILTER_WRITE_CORPUS") == "1"
+	for _, target := range []string{"FuzzDecode", "FuzzDecodeResealed"} {
+		dir := filepath.Join("testdata", "fuzz", target)
+		if write {
+			require.NoError(t, os.MkdirAll(dir, 0o755))
+			for name, data := range entries {
+				body := "go test fuzz v1\n[]byte(" + strconv.Quote(string(data)) + ")\n"
+				require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+			}
+		}
+		files, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, len(files), len(entries), "seed corpus in %s", dir)
+	}
+	for name, data := range entries {
+		_, err := Decode(data)
+		if _, ok := valid[name]; ok {
+			require.NoError(t, err, name)
+		} else {
+			require.ErrorIs(t, err, ErrCorrupt, name)
+		}
+	}
 }
