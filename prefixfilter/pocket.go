@@ -102,6 +102,13 @@ func pdContains(pd []byte, q, r uint64) bool {
 	if z0|z1|z2|z3 == 0 {
 		return false
 	}
+	return pdMatches(w0, z0, z1, z2, z3, q)
+}
+
+// pdMatches finishes a query whose remainder matched at least one body byte:
+// z0..z3 are the zeroBytes masks of the four words (z0 restricted to byte 7)
+// and q the query's quotient.
+func pdMatches(w0, z0, z1, z2, z3, q uint64) bool {
 	// v: bit i set when body[i] == r.
 	v := (byteMask(z0) | byteMask(z1)<<8 | byteMask(z2)<<16 | byteMask(z3)<<24) >> 7
 	header := (w0 >> headerShift) & headerMask
