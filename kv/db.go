@@ -419,6 +419,9 @@ func (db *DB) flushMemtable(m *memEntry, nextLog uint64) error {
 		return err
 	}
 	db.flushes.Add(1)
+	if len(edit.added) > 0 {
+		db.warmTable(edit.added[0].meta.FileNum)
+	}
 	_ = db.fs.Remove(db.fs.PathJoin(db.dir, walFileName(m.walNum)))
 	db.kickCompaction()
 	return nil
