@@ -23,6 +23,7 @@ func keyDigest(key []byte, seed uint64) [8]byte {
 type bloomBuilder struct {
 	seed uint64
 	w    pebble.FilterWriter
+	buf  [8]byte
 }
 
 func newBloomBuilder(seed uint64, bitsPerKey int) *bloomBuilder {
@@ -30,8 +31,8 @@ func newBloomBuilder(seed uint64, bitsPerKey int) *bloomBuilder {
 }
 
 func (b *bloomBuilder) add(key []byte) {
-	d := keyDigest(key, b.seed)
-	b.w.AddKey(d[:])
+	b.buf = keyDigest(key, b.seed)
+	b.w.AddKey(b.buf[:])
 }
 
 func (b *bloomBuilder) finish() ([]byte, []uint64, error) {
