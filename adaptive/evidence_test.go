@@ -44,7 +44,7 @@ func binomialUpper(trials int, p float64) float64 {
 // to every false positive they meet (paper, Theorem 1).
 func TestSustainedFalsePositiveRate(t *testing.T) {
 	n := sizeFor(20_000, 100_000, 1_000_000)
-	queries := sizeFor(500_000, 2_000_000, 20_000_000)
+	queries := sizeFor(200_000, 2_000_000, 20_000_000)
 	rng := rand.New(rand.NewPCG(41, 42))
 	keys := randKeys(rng, n, 1)
 	for _, kind := range allKinds {
@@ -79,7 +79,7 @@ func TestRepeatedQueries(t *testing.T) {
 	n := sizeFor(20_000, 20_000, 100_000)
 	ratios := []int{1, 2, 5, 10, 20}
 	if testing.Short() {
-		ratios = []int{1, 5, 20}
+		ratios = []int{1, 4}
 	}
 	const reps = 10
 	rng := rand.New(rand.NewPCG(43, 44))
