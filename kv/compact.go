@@ -130,7 +130,8 @@ func (db *DB) runCompaction(plan *compaction.Plan) error {
 		edit.added = append(edit.added, addedTable{level: plan.OutputLevel, meta: m})
 	}
 	if err := db.logAndApply(edit, nil); err != nil {
-		removeOutputs()
+		// The edit may be durable: keep the outputs (orphans are deleted
+		// by the next Open).
 		return err
 	}
 	db.compactions.Add(1)

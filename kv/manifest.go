@@ -233,24 +233,44 @@ func cmpU64(a, b uint64) int {
 
 // manifestWriter appends edits to the current manifest file.
 type manifestWriter struct {
-	num  uint64
-	f    vfs.File
-	w    *record.Writer
-	size int64
+	num    uint64
+	f      vfs.File
+	w      *record.Writer
+	size   int64
+	closed bool
+	failed error // first write error: the writer is poisoned
 }
 
+// write appends e and fsyncs. After a failure the edit may or may not be
+// durable, so the writer is poisoned: nothing more is written (close only
+// closes the file) and the caller must neither install the edit nor delete
+// the files it adds; the next Open settles which state is on disk.
 func (m *manifestWriter) write(e *versionEdit) error {
-	if _, err := m.w.WriteRecord(e.encode()); err != nil {
-		return err
+	if m.failed != nil {
+		return fmt.Errorf("kv: an earlier manifest write failed: %w", m.failed)
 	}
-	if err := m.w.Flush(); err != nil {
-		return err
+	_, err := m.w.WriteRecord(e.encode())
+	if err == nil {
+		err = m.w.Flush()
 	}
-	m.size = m.w.Size()
-	return m.f.Sync()
+	if err == nil {
+		m.size = m.w.Size()
+		err = m.f.Sync()
+	}
+	if err != nil {
+		m.failed = err
+	}
+	return err
 }
 
 func (m *manifestWriter) close() error {
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	if m.failed != nil {
+		return m.f.Close()
+	}
 	err := m.w.Close()
 	if cerr := m.f.Close(); err == nil {
 		err = cerr

@@ -21,6 +21,7 @@ type walWriter struct {
 	f      vfs.File
 	w      *record.Writer
 	synced int64 // file offset known durable
+	closed bool
 }
 
 func createWAL(fs vfs.FS, path string, num uint64) (*walWriter, error) {
@@ -53,8 +54,12 @@ func (w *walWriter) flush(sync bool) error {
 	return nil
 }
 
-// close flushes, fsyncs and closes the file.
+// close flushes, fsyncs and closes the file. Later calls do nothing.
 func (w *walWriter) close() error {
+	if w.closed {
+		return nil
+	}
+	w.closed = true
 	err := w.flush(true)
 	if cerr := w.w.Close(); err == nil {
 		err = cerr
