@@ -25,11 +25,18 @@ type fakeStore struct {
 
 const fakeTables = 3
 
+// fakeDirs keeps each fake's data by directory, so that reopening a fake
+// (kvbench reopens a store after the bulk load) finds its records.
+var fakeDirs sync.Map // dir -> *fakeStore
+
+func openFake(cfg StoreConfig, adaptive bool) (Store, error) {
+	s, _ := fakeDirs.LoadOrStore(cfg.Dir, &fakeStore{data: map[string][]byte{}, adaptive: adaptive})
+	return s.(*fakeStore), nil
+}
+
 func init() {
-	extraStores["fake"] = func(StoreConfig) (Store, error) { return &fakeStore{data: map[string][]byte{}}, nil }
-	extraStores["fakeadaptive"] = func(StoreConfig) (Store, error) {
-		return &fakeStore{data: map[string][]byte{}, adaptive: true}, nil
-	}
+	extraStores["fake"] = func(cfg StoreConfig) (Store, error) { return openFake(cfg, false) }
+	extraStores["fakeadaptive"] = func(cfg StoreConfig) (Store, error) { return openFake(cfg, true) }
 }
 
 func fakeFP(key []byte, table int) bool {
@@ -92,9 +99,10 @@ func (s *fakeStore) Scan(start []byte, n int) (int, error) {
 	return min(n, len(keys)), nil
 }
 
-func (s *fakeStore) Flush() error  { return nil }
-func (s *fakeStore) Settle() error { return nil }
-func (s *fakeStore) Close() error  { return nil }
+func (s *fakeStore) Flush() error      { return nil }
+func (s *fakeStore) Settle() error     { return nil }
+func (s *fakeStore) CompactAll() error { return nil }
+func (s *fakeStore) Close() error      { return nil }
 
 func (s *fakeStore) Metrics() (Counters, error) {
 	return Counters{

@@ -205,7 +205,8 @@ func TestPebbleFilterCountersMatchPebble(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	r := &runner{store: s, policy: "pebble", threads: 1, seed: 1, valueSize: 100, progress: func(string, int64) *progress { return nil }}
-	require.NoError(t, r.load(5000))
+	require.NoError(t, r.loadBottom(4000))
+	require.NoError(t, r.load(4000, 5000))
 	before := s.db.Metrics().Filter
 	c0, _ := s.Metrics()
 	_, err = r.calibrate(2000)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/bits"
@@ -55,42 +56,99 @@ func workloadSeed(seed uint64, name string, thread int) uint64 {
 	return seed*0x9E3779B97F4A7C15 ^ h.Sum64() ^ uint64(thread+1)*0xBF58476D1CE4E5B9
 }
 
-// load inserts records 0..n-1 with threads writers, then flushes and waits
+// bottomShare is the share of a loaded data set that is compacted into the
+// last level before the rest is written on top of it. This makes the tree's
+// shape the same for every store, whatever the timing of its background
+// compactions: most data in the last level (as in a steady-state LSM), the
+// newest records in L0 and the level(s) above it.
+const bottomShare = 0.8
+
+// load fills an open store with records lo..n-1, then flushes and waits
 // for compactions to settle.
-func (r *runner) load(n uint64) error {
-	bar := r.progress("load "+r.policy, int64(n))
+func (r *runner) load(lo, n uint64) error {
+	bar := r.progress("load "+r.policy, int64(n-lo))
 	defer bar.finish()
-	var wg sync.WaitGroup
-	errs := make([]error, r.threads)
-	for t := 0; t < r.threads; t++ {
-		wg.Add(1)
-		go func(t int) {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(workloadSeed(r.seed, "load", t), 1))
-			key := make([]byte, 0, 32)
-			val := make([]byte, r.valueSize)
-			for i := uint64(t); i < n; i += uint64(r.threads) {
-				key = ycsb.AppendKey(key[:0], i)
-				ycsb.FillValue(rng, val)
-				if err := r.store.Set(key, val); err != nil {
-					errs[t] = fmt.Errorf("load record %d: %w", i, err)
-					return
-				}
-				bar.add(1)
-			}
-		}(t)
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
+	if err := r.insertRange(lo, n, bar); err != nil {
+		return err
 	}
 	r.records = n
 	if err := r.store.Flush(); err != nil {
 		return fmt.Errorf("flush after load: %w", err)
 	}
 	return r.store.Settle()
+}
+
+// loadBottom writes records 0..n-1 and compacts them all into the last
+// level (the caller opens the store with a large memtable, so that the
+// writes cost no background compactions).
+func (r *runner) loadBottom(n uint64) error {
+	bar := r.progress("load "+r.policy+" (bottom level)", int64(n))
+	defer bar.finish()
+	if err := r.insertRange(0, n, bar); err != nil {
+		return err
+	}
+	r.records = n
+	if err := r.store.Flush(); err != nil {
+		return fmt.Errorf("flush after load: %w", err)
+	}
+	if err := r.store.CompactAll(); err != nil {
+		return fmt.Errorf("compact after load: %w", err)
+	}
+	return nil
+}
+
+// loadBatch is the number of records per load batch.
+const loadBatch = 256
+
+// insertRange inserts records [lo, hi) with r.threads writers.
+func (r *runner) insertRange(lo, hi uint64, bar *progress) error {
+	var wg sync.WaitGroup
+	errs := make([]error, r.threads)
+	for t := 0; t < r.threads; t++ {
+		wg.Add(1)
+		go func(t int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(workloadSeed(r.seed, "load", t), lo))
+			bw, batched := r.store.(batchWriter)
+			var keys, vals [][]byte
+			flush := func() error {
+				if len(keys) == 0 {
+					return nil
+				}
+				err := bw.SetBatch(keys, vals)
+				bar.add(int64(len(keys)))
+				keys, vals = keys[:0], vals[:0]
+				return err
+			}
+			for i := lo + uint64(t); i < hi; i += uint64(r.threads) {
+				key := ycsb.AppendKey(make([]byte, 0, 24), i)
+				val := make([]byte, r.valueSize)
+				ycsb.FillValue(rng, val)
+				if !batched {
+					if err := r.store.Set(key, val); err != nil {
+						errs[t] = fmt.Errorf("load record %d: %w", i, err)
+						return
+					}
+					bar.add(1)
+					continue
+				}
+				keys, vals = append(keys, key), append(vals, val)
+				if len(keys) == loadBatch {
+					if err := flush(); err != nil {
+						errs[t] = fmt.Errorf("load records before %d: %w", i, err)
+						return
+					}
+				}
+			}
+			if batched {
+				if err := flush(); err != nil {
+					errs[t] = fmt.Errorf("load: %w", err)
+				}
+			}
+		}(t)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // calibrate measures eps and tables checked per Get on fresh keys: k absent

@@ -18,12 +18,21 @@ type Store interface {
 	Flush() error
 	// Settle waits until background compactions are quiet (best effort).
 	Settle() error
+	// CompactAll compacts every table down to the last level.
+	CompactAll() error
 	// Metrics returns the store's cumulative counters. It is called around
 	// every Get of the adversarial workload, so it must be cheap.
 	Metrics() (Counters, error)
 	// Footprint fills the gauges: filter memory, bits per key, tables per level.
 	Footprint(c *Counters) error
 	Close() error
+}
+
+// batchWriter is implemented by stores that can apply many sets at once;
+// the load phase uses it (YCSB's load is a setup step, not measured).
+type batchWriter interface {
+	// SetBatch writes every (keys[i], values[i]) in one atomic batch.
+	SetBatch(keys, values [][]byte) error
 }
 
 // Counters are a store's cumulative counters, named as in DESIGN.md.
@@ -130,13 +139,15 @@ func openStore(name string, cfg StoreConfig) (Store, error) {
 	return openKV(name, cfg)
 }
 
-// settleBy waits until a progress counter (compactions done) has not moved
-// for half a second, or 60 seconds passed.
-func settleBy(counter func() uint64) error {
-	last, still := counter(), 0
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && still < 10; {
+// settleBy waits until a store's compaction count has not moved for a
+// second while it reports itself idle, or 120 seconds passed.
+func settleBy(poll func() (compactions uint64, idle bool)) error {
+	last, _ := poll()
+	still := 0
+	for deadline := time.Now().Add(120 * time.Second); time.Now().Before(deadline) && still < 20; {
 		time.Sleep(50 * time.Millisecond)
-		if c := counter(); c != last {
+		c, idle := poll()
+		if c != last || !idle {
 			last, still = c, 0
 		} else {
 			still++

@@ -14,7 +14,8 @@ func kvPolicies() []string { return filterpolicy.Names() }
 
 // kvStore is adaptkv's kv.DB under one filter policy.
 type kvStore struct {
-	db *kv.DB
+	db        *kv.DB
+	l0Trigger int
 }
 
 func openKV(name string, cfg StoreConfig) (Store, error) {
@@ -35,7 +36,7 @@ func openKV(name string, cfg StoreConfig) (Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kvStore{db: db}, nil
+	return &kvStore{db: db, l0Trigger: cfg.L0Trigger}, nil
 }
 
 func (s *kvStore) Get(key []byte) (bool, error) {
@@ -47,7 +48,17 @@ func (s *kvStore) Get(key []byte) (bool, error) {
 }
 
 func (s *kvStore) Set(key, value []byte) error { return s.db.Set(key, value, kv.NoSync) }
-func (s *kvStore) Delete(key []byte) error     { return s.db.Delete(key, kv.NoSync) }
+func (s *kvStore) SetBatch(keys, values [][]byte) error {
+	b := s.db.NewBatch()
+	for i := range keys {
+		if err := b.Set(keys[i], values[i]); err != nil {
+			return err
+		}
+	}
+	return s.db.Apply(b, kv.NoSync)
+}
+
+func (s *kvStore) Delete(key []byte) error { return s.db.Delete(key, kv.NoSync) }
 
 func (s *kvStore) Scan(start []byte, n int) (int, error) {
 	it, err := s.db.NewIter(&kv.IterOptions{LowerBound: start})
@@ -62,12 +73,16 @@ func (s *kvStore) Scan(start []byte, n int) (int, error) {
 	return got, errors.Join(it.Error(), it.Close())
 }
 
-func (s *kvStore) Flush() error { return s.db.Flush() }
+func (s *kvStore) Flush() error      { return s.db.Flush() }
+func (s *kvStore) CompactAll() error { return s.db.Compact(nil, nil) }
 
-// Settle: kv compacts in the background after flushes; wait until the
-// compaction count stops moving.
+// Settle: kv compacts in the background after flushes; wait until L0 is
+// below its trigger and the compaction count has stopped moving.
 func (s *kvStore) Settle() error {
-	return settleBy(func() uint64 { return s.db.Metrics().Compactions })
+	return settleBy(func() (uint64, bool) {
+		m := s.db.Metrics()
+		return m.Compactions, m.Levels[0].NumFiles < s.l0Trigger
+	})
 }
 
 func (s *kvStore) Metrics() (Counters, error) {

@@ -2,9 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -95,7 +95,18 @@ func (s *pebbleStore) Get(key []byte) (bool, error) {
 }
 
 func (s *pebbleStore) Set(key, value []byte) error { return s.db.Set(key, value, pebble.NoSync) }
-func (s *pebbleStore) Delete(key []byte) error     { return s.db.Delete(key, pebble.NoSync) }
+func (s *pebbleStore) SetBatch(keys, values [][]byte) error {
+	b := s.db.NewBatch()
+	for i := range keys {
+		if err := b.Set(keys[i], values[i], nil); err != nil {
+			b.Close()
+			return err
+		}
+	}
+	return b.Commit(pebble.NoSync)
+}
+
+func (s *pebbleStore) Delete(key []byte) error { return s.db.Delete(key, pebble.NoSync) }
 
 func (s *pebbleStore) Scan(start []byte, n int) (int, error) {
 	it, err := s.db.NewIter(nil)
@@ -115,20 +126,17 @@ func (s *pebbleStore) Scan(start []byte, n int) (int, error) {
 
 func (s *pebbleStore) Flush() error { return s.db.Flush() }
 
+// CompactAll compacts the whole key space ("user" keys) to the last level.
+func (s *pebbleStore) CompactAll() error {
+	return s.db.Compact(context.Background(), []byte("user"), []byte("user\xff"), true)
+}
+
+// Settle waits until no compaction runs and none has started for a second.
 func (s *pebbleStore) Settle() error {
-	quiet := 0
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
-		if s.db.Metrics().Compact.NumInProgress == 0 {
-			quiet++
-			if quiet >= 3 {
-				return nil
-			}
-		} else {
-			quiet = 0
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return nil
+	return settleBy(func() (uint64, bool) {
+		m := s.db.Metrics()
+		return uint64(m.Compact.Count), m.Compact.NumInProgress == 0
+	})
 }
 
 func (s *pebbleStore) Metrics() (Counters, error) {
