@@ -146,26 +146,21 @@ func setSelW(bw []uint64, r uint, i int, s uint8) {
 }
 
 // select64 returns the position of the k-th (0-based) set bit of x; x must
-// have more than k set bits.
+// have more than k set bits. Broadword: byte popcounts, their prefix sums,
+// a parallel compare against k to find the byte, then a table (Vigna,
+// "Broadword implementation of rank/select queries").
 func select64(x uint64, k int) int {
-	// Byte-wise popcounts, then prefix sums in each byte.
+	const l8, h8 = 0x0101010101010101, 0x8080808080808080
 	s := x - ((x >> 1) & 0x5555555555555555)
 	s = (s & 0x3333333333333333) + ((s >> 2) & 0x3333333333333333)
 	s = (s + (s >> 4)) & 0x0f0f0f0f0f0f0f0f
-	p := s * 0x0101010101010101 // byte j = set bits in bytes 0..j
-	kk := uint64(k)
-	// Index of the first byte whose prefix exceeds k.
-	byteIdx := 0
-	for ; byteIdx < 7; byteIdx++ {
-		if (p>>(uint(byteIdx)*8))&0xff > kk {
-			break
-		}
-	}
-	if byteIdx > 0 {
-		kk -= (p >> (uint(byteIdx-1) * 8)) & 0xff
-	}
-	b := (x >> (uint(byteIdx) * 8)) & 0xff
-	return byteIdx*8 + int(selectInByte[b][kk&7])
+	sums := s * l8 // byte j = set bits in bytes 0..j (at most 64: no carries)
+	kk := uint64(k) & 63
+	// Bytes whose prefix sum is <= k have their high bit set here.
+	le := ((kk*l8 | h8) - sums) & h8
+	place := uint(bits.OnesCount64(le)) * 8
+	rank := kk - (((sums << 8) >> place) & 0xff)
+	return int(place) + int(selectInByte[(x>>place)&0xff][rank&7])
 }
 
 var selectInByte = func() (t [256][8]uint8) {
