@@ -46,7 +46,11 @@
 // A write with Sync (the default for nil WriteOptions) is in an fsynced WAL
 // before it returns. A NoSync write has reached the operating system (a
 // write(2) of its WAL record) before it returns: it survives a crash of the
-// process but not of the machine. Close fsyncs the WAL.
+// process but not of the machine. Close fsyncs the WAL. An I/O error while
+// writing the WAL, the manifest or a flushed table is sticky: later writes
+// and flushes return it (reads keep working) until the store is reopened,
+// because the state on disk is then uncertain; a failed compaction leaves
+// the store unchanged and is retried after the next flush.
 //
 // # Corruption policy
 //

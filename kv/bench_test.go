@@ -1,0 +1,119 @@
+package kv
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+)
+
+func benchKey(i int) []byte {
+	return binary.BigEndian.AppendUint64([]byte("user"), uint64(i)*0x9E3779B97F4A7C15)
+}
+
+func benchDB(b *testing.B, fs vfs.FS, n int) *DB {
+	db, err := Open("db", &Options{FS: fs, MemTableSize: 1 << 20})
+	require.NoError(b, err)
+	batch := NewBatch()
+	for i := 0; i < n; i++ {
+		require.NoError(b, batch.Set(benchKey(2*i), make([]byte, 100)))
+		if batch.Count() == 1000 {
+			require.NoError(b, db.Apply(batch, NoSync))
+			batch.Reset()
+		}
+	}
+	require.NoError(b, db.Apply(batch, NoSync))
+	require.NoError(b, db.Compact(nil, nil))
+	return db
+}
+
+// BenchmarkGet measures point reads of present and absent keys on a
+// compacted store of 100k keys in memory.
+func BenchmarkGet(b *testing.B) {
+	const n = 100_000
+	db := benchDB(b, vfs.NewMem(), n)
+	defer db.Close()
+	b.Run("present", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if _, err := db.Get(benchKey(2 * (i % n))); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("absent", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if _, err := db.Get(benchKey(2*(i%n) + 1)); err != ErrNotFound {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("memtable", func(b *testing.B) {
+		require.NoError(b, db.Set([]byte("hot"), []byte("v"), NoSync))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := db.Get([]byte("hot")); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkSet measures NoSync writes of 100-byte values.
+func BenchmarkSet(b *testing.B) {
+	db, err := Open("db", &Options{FS: vfs.NewMem()})
+	require.NoError(b, err)
+	defer db.Close()
+	v := make([]byte, 100)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if err := db.Set(benchKey(i), v, NoSync); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSetSyncParallel measures Sync writes from many goroutines on the
+// OS file system, where group commit shares each fsync among the writers
+// queued behind it.
+func BenchmarkSetSyncParallel(b *testing.B) {
+	db, err := Open(b.TempDir(), nil)
+	require.NoError(b, err)
+	defer db.Close()
+	v := make([]byte, 100)
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			i++
+			if err := db.Set(benchKey(i), v, Sync); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkScan measures iterating 100 keys from a random start.
+func BenchmarkScan(b *testing.B) {
+	const n = 100_000
+	db := benchDB(b, vfs.NewMem(), n)
+	defer db.Close()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		it, err := db.NewIter(nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c := 0
+		for ok := it.SeekGE(benchKey(2 * (i % n))); ok && c < 100; ok = it.Next() {
+			c++
+		}
+		if err := it.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
