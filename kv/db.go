@@ -107,7 +107,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		if _, serr := fs.Stat(dir); serr != nil {
 			return nil, fmt.Errorf("kv: open %s: %w", dir, serr)
 		}
-		return nil, fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrLocked, dir, err)
 	}
 	db := &DB{
 		dir: dir, opts: o, fs: fs, policy: policy, lock: lock,

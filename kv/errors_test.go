@@ -1,9 +1,14 @@
 package kv
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/adaptkv/adaptkv/filterpolicy"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -111,5 +116,45 @@ func TestLockedRealFS(t *testing.T) {
 	v, err := db.Get([]byte("a"))
 	require.NoError(t, err)
 	require.Equal(t, "b", string(v))
+	require.NoError(t, db.Close())
+}
+
+const lockEnvDir = "KV_LOCK_CHILD_DIR"
+
+// TestLockedOtherProcess holds the store open in a child process: Open in
+// this process fails with ErrLocked until the child dies.
+func TestLockedOtherProcess(t *testing.T) {
+	if dir := os.Getenv(lockEnvDir); dir != "" {
+		db, err := Open(dir, nil)
+		if err != nil {
+			fmt.Println("open failed:", err)
+			os.Exit(2)
+		}
+		fmt.Println("locked")
+		time.Sleep(time.Minute) // killed by the parent
+		db.Close()
+		return
+	}
+	dir := filepath.Join(t.TempDir(), "db")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLockedOtherProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), lockEnvDir+"="+dir)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	sc := bufio.NewScanner(out)
+	locked := false
+	for sc.Scan() {
+		if sc.Text() == "locked" {
+			locked = true
+			break
+		}
+	}
+	require.True(t, locked, "child did not open the store")
+	_, err = Open(dir, nil)
+	require.ErrorIs(t, err, ErrLocked)
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	db, err := Open(dir, nil)
+	require.NoError(t, err, "the lock dies with its process")
 	require.NoError(t, db.Close())
 }
