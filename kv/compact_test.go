@@ -1,0 +1,95 @@
+package kv
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+)
+
+// TestCompactDropsTombstones: deleting everything and compacting the whole
+// range leaves no table at all (shadowed versions and bottommost
+// tombstones are dropped) and deletes the files of the old tables.
+func TestCompactDropsTombstones(t *testing.T) {
+	fs := vfs.NewMem()
+	db, err := Open("db", &Options{FS: fs, MemTableSize: 32 << 10})
+	require.NoError(t, err)
+	defer db.Close()
+	for i := 0; i < 3000; i++ {
+		require.NoError(t, db.Set(fmt.Appendf(nil, "k%05d", i), []byte("value"), NoSync))
+	}
+	require.NoError(t, db.Compact(nil, nil))
+	m := db.Metrics()
+	require.Positive(t, m.Levels[6].NumFiles)
+	for i := 0; i < 3000; i++ {
+		require.NoError(t, db.Delete(fmt.Appendf(nil, "k%05d", i), NoSync))
+	}
+	require.NoError(t, db.Compact(nil, nil))
+	m = db.Metrics()
+	for lvl, l := range m.Levels {
+		require.Zero(t, l.NumFiles, "L%d", lvl)
+	}
+	names, err := fs.List("db")
+	require.NoError(t, err)
+	for _, n := range names {
+		ft, _ := parseFileName(n)
+		require.NotEqual(t, fileTypeTable, ft, "obsolete table %s not deleted", n)
+		require.NotEqual(t, fileTypeState, ft, "obsolete state file %s not deleted", n)
+	}
+}
+
+// TestSnapshotSurvivesCompaction: a snapshot keeps seeing the versions it
+// saw through overwrites, deletes, flushes and full compactions; after it is
+// closed a compaction drops them.
+func TestSnapshotSurvivesCompaction(t *testing.T) {
+	fs := vfs.NewMem()
+	db, err := Open("db", &Options{FS: fs})
+	require.NoError(t, err)
+	defer db.Close()
+	require.NoError(t, db.Set([]byte("a"), []byte("v1"), nil))
+	require.NoError(t, db.Set([]byte("b"), []byte("v1"), nil))
+	snap := db.NewSnapshot()
+	require.NoError(t, db.Set([]byte("a"), []byte("v2"), nil))
+	require.NoError(t, db.Delete([]byte("b"), nil))
+	require.NoError(t, db.Set([]byte("c"), []byte("v2"), nil))
+	it, err := db.NewIter(nil) // implicit snapshot, taken before the compaction
+	require.NoError(t, err)
+	require.NoError(t, db.Compact(nil, nil))
+	require.NoError(t, db.Set([]byte("d"), []byte("v3"), nil))
+
+	check := func(get func([]byte) ([]byte, error), key, want string) {
+		v, err := get([]byte(key))
+		if want == "" {
+			require.ErrorIs(t, err, ErrNotFound, key)
+			return
+		}
+		require.NoError(t, err, key)
+		require.Equal(t, want, string(v), key)
+	}
+	check(snap.Get, "a", "v1")
+	check(snap.Get, "b", "v1")
+	check(snap.Get, "c", "")
+	check(db.Get, "a", "v2")
+	check(db.Get, "b", "")
+	check(db.Get, "c", "v2")
+	var keys []string
+	for ok := it.First(); ok; ok = it.Next() {
+		keys = append(keys, string(it.Key())+"="+string(it.Value()))
+	}
+	require.NoError(t, it.Close())
+	require.Equal(t, []string{"a=v2", "c=v2"}, keys, "the iterator ignores writes after its creation")
+	sit, err := snap.NewIter(nil)
+	require.NoError(t, err)
+	keys = nil
+	for ok := sit.Last(); ok; ok = sit.Prev() {
+		keys = append(keys, string(sit.Key())+"="+string(sit.Value()))
+	}
+	require.NoError(t, sit.Close())
+	require.Equal(t, []string{"b=v1", "a=v1"}, keys)
+	require.NoError(t, snap.Close())
+	require.NoError(t, db.Compact(nil, nil))
+	check(db.Get, "a", "v2")
+	check(db.Get, "b", "")
+	check(db.Get, "d", "v3")
+}
