@@ -168,3 +168,40 @@ func TestValidatePDRejectsNonCanonical(t *testing.T) {
 	require.Positive(t, accepted, "some flips give another valid bin")
 	require.Less(t, accepted, 200000, "some flips must be rejected")
 }
+
+// TestLayoutBinMatchesWritePD checks the fused sort-and-encode of the build
+// against writePD of the sorted distinct fingerprints.
+func TestLayoutBinMatchesWritePD(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	var set fingerprintSet
+	got := make([]byte, binBytes)
+	want := make([]byte, binBytes)
+	for it := 0; it < 20000; it++ {
+		count := rng.IntN(60)
+		if it%100 == 0 {
+			count = 500
+		}
+		run := make([]uint16, count)
+		for i := range run {
+			run[i] = uint16(rng.IntN(fingerprintRange))
+			if i > 0 && rng.IntN(8) == 0 {
+				run[i] = run[rng.IntN(i)] // repeats
+			}
+		}
+		sorted := slices.Clone(run)
+		slices.Sort(sorted)
+		sorted = slices.Compact(sorted)
+		b := uint64(rng.IntN(1000))
+		forwarded := set.layoutBin(got, slices.Clone(run), b, nil)
+		keep := min(len(sorted), binCapacity)
+		writePD(want, sorted[:keep], len(sorted) > binCapacity)
+		require.Equal(t, want, got, "run %v", run)
+		var wantForwarded []uint64
+		for _, fp := range sorted[keep:] {
+			wantForwarded = append(wantForwarded, b*fingerprintRange+uint64(fp))
+		}
+		require.Equal(t, wantForwarded, forwarded)
+		require.Equal(t, sorted, set.sortUnique(slices.Clone(run)))
+		require.Equal(t, fingerprintSet{}, set, "bitmap left clean")
+	}
+}

@@ -146,35 +146,14 @@ func BuildWithSeed(keys [][]byte, seed uint64) (*Filter, error) {
 		return nil, fmt.Errorf("%w: %d > %d", ErrTooManyKeys, n, uint64(MaxKeys))
 	}
 	m := binsFor(n)
-	if m > 1<<(32-qrBits) {
-		b := NewBuilder(seed, len(keys))
-		for _, k := range keys {
-			b.Add(k)
-		}
-		return b.Finish()
-	}
-	// The bin count is known up front, so hash, pick the bin and count in
-	// one pass, keeping bin<<13|fp in 32 bits per key.
 	hashSeed := hashSeedOf(seed)
 	sc := getScratch()
 	defer scratchPool.Put(sc)
-	binned := grow(&sc.binned, n)
-	ends := grow(&sc.ends, m)
-	clear(ends)
-	for i, k := range keys {
-		h := packedHash(k, hashSeed)
-		b := binOf(h, m)
-		binned[i] = uint32(b<<qrBits | h&qrMask)
-		ends[b]++
+	g := sc.grouping(m)
+	for _, k := range keys {
+		g.add(packedHash(k, hashSeed))
 	}
-	startsFromCounts(ends)
-	fps := grow(&sc.fps, n)
-	for _, h := range binned {
-		b := h >> qrBits
-		fps[ends[b]] = uint16(h & qrMask)
-		ends[b]++
-	}
-	return layout(fps, ends, n, m, seed, sc), nil
+	return layout(g, n, m, seed, sc), nil
 }
 
 // Builder accumulates keys one at a time. It keeps one 64-bit hash per key,
@@ -221,30 +200,50 @@ func build(hashes []uint64, seed uint64) *Filter {
 	m := binsFor(n)
 	sc := getScratch()
 	defer scratchPool.Put(sc)
-	// Counting sort of the fingerprints by bin.
-	ends := grow(&sc.ends, m)
-	clear(ends)
+	g := sc.grouping(m)
 	for _, h := range hashes {
-		ends[binOf(h, m)]++
+		g.add(h)
 	}
-	startsFromCounts(ends)
-	fps := grow(&sc.fps, n)
-	for _, h := range hashes {
-		b := binOf(h, m)
-		fps[ends[b]] = uint16(h & qrMask)
-		ends[b]++
+	return layout(g, n, m, seed, sc)
+}
+
+// slotsPerBin is the room for fingerprints per bin while grouping: 32
+// two-byte slots, one 64-byte cache line. A bin receives more than 32 keys
+// with probability about 4% (Poisson with mean 23.75); the excess goes to a
+// spill list.
+const slotsPerBin = 32
+
+// grouping collects each bin's fingerprints in one pass over the keys
+// (instead of a counting sort's two).
+type grouping struct {
+	numBins uint64
+	slots   []uint16 // slotsPerBin per bin
+	counts  []uint8  // used slots per bin
+	spill   []uint64 // bin<<qrBits | fp beyond a bin's slots
+}
+
+// add records the fingerprint of a packed hash in its bin.
+func (g *grouping) add(h uint64) {
+	b := binOf(h, g.numBins)
+	c := g.counts[b]
+	if c < slotsPerBin {
+		g.slots[b*slotsPerBin+uint64(c)] = uint16(h & qrMask)
+		g.counts[b] = c + 1
+		return
 	}
-	return layout(fps, ends, n, m, seed, sc)
+	g.spill = append(g.spill, b<<qrBits|h&qrMask)
 }
 
 // buildScratch holds a build's temporary arrays; builds reuse them through
 // scratchPool (as Pebble's bloom writer pools its hash blocks), so that
 // repeated builds do not churn the garbage collector.
 type buildScratch struct {
-	binned    []uint32
-	fps       []uint16
-	ends      []uint32
+	slots     []uint16
+	counts    []uint8
+	spill     []uint64
+	run       []uint16
 	forwarded []uint64
+	g         grouping
 }
 
 var scratchPool sync.Pool
@@ -254,6 +253,22 @@ func getScratch() *buildScratch {
 		return sc
 	}
 	return new(buildScratch)
+}
+
+// grouping returns the scratch's grouping, emptied and sized for m bins.
+// The slot array is aligned so that every bin's slots are one cache line.
+func (sc *buildScratch) grouping(m uint64) *grouping {
+	raw := grow(&sc.slots, m*slotsPerBin+slotsPerBin)
+	off := (64 - uintptr(unsafe.Pointer(&raw[0]))%64) % 64 / 2
+	counts := grow(&sc.counts, m)
+	clear(counts)
+	sc.g = grouping{
+		numBins: m,
+		slots:   raw[off : off+uintptr(m*slotsPerBin)],
+		counts:  counts,
+		spill:   sc.spill[:0],
+	}
+	return &sc.g
 }
 
 // grow returns (*buf)[:n], reallocating *buf when it is too small. The
@@ -266,18 +281,8 @@ func grow[T any](buf *[]T, n uint64) []T {
 	return *buf
 }
 
-// startsFromCounts turns per-bin counts into run starts. The scatter pass
-// that follows advances each to its run's end, which is the next run's start.
-func startsFromCounts(counts []uint32) {
-	var sum uint32
-	for i, c := range counts {
-		counts[i] = sum
-		sum += c
-	}
-}
-
 // layout lays the filter out directly in its encoding from the fingerprints
-// grouped by bin (bin b's run ends at ends[b]).
+// grouped by bin.
 //
 // Instead of inserting keys one by one (Algorithm 1), it sorts each bin's
 // fingerprints and keeps the smallest distinct 25 in the bin; the rest go to
@@ -286,29 +291,27 @@ func startsFromCounts(counts []uint32) {
 // invariant of section 4.1). Equal fingerprints are stored once, so no
 // fingerprint reaches the spare twice (the duplicate handling of section 4.4,
 // made exact by the sort instead of a spare lookup).
-func layout(fps []uint16, ends []uint32, n, m, seed uint64, sc *buildScratch) *Filter {
+func layout(g *grouping, n, m, seed uint64, sc *buildScratch) *Filter {
 	spareCap := spareBlocksFor(n, spareCapacity(n))
 	data := newEncoding(m, spareCap)
 	bins := data[headerSize : headerSize+m*binBytes]
 	forwarded := grow(&sc.forwarded, spareCapacity(n))[:0]
+	spill := g.spill
+	slices.Sort(spill)
+	sc.spill = spill[:0]
 	var set fingerprintSet
-	start := uint32(0)
 	for b := uint64(0); b < m; b++ {
-		end := ends[b]
-		run := fps[start:end]
-		start = end
-		if len(run) > 1 {
-			run = set.sortUnique(run)
+		run := g.slots[b*slotsPerBin : b*slotsPerBin+uint64(g.counts[b])]
+		if len(spill) > 0 && spill[0]>>qrBits == b {
+			// A bin with more than slotsPerBin keys: gather its spill.
+			sc.run = append(sc.run[:0], run...)
+			for len(spill) > 0 && spill[0]>>qrBits == b {
+				sc.run = append(sc.run, uint16(spill[0]&qrMask))
+				spill = spill[1:]
+			}
+			run = sc.run
 		}
-		pd := bins[b*binBytes : b*binBytes+binBytes]
-		if len(run) <= binCapacity {
-			writePD(pd, run, false)
-			continue
-		}
-		writePD(pd, run[:binCapacity], true)
-		for _, fp := range run[binCapacity:] {
-			forwarded = append(forwarded, b*fingerprintRange+uint64(fp))
-		}
+		forwarded = set.layoutBin(bins[b*binBytes:b*binBytes+binBytes], run, b, forwarded)
 	}
 
 	blocks := spareBlocksFor(n, uint64(len(forwarded)))
@@ -357,21 +360,27 @@ func newEncoding(m, blocks uint64) []byte {
 // two-word summary of its non-zero words: linear in the run length, few
 // unpredictable branches, and it leaves the bitmap zeroed for the next bin.
 type fingerprintSet struct {
-	words   [128]uint64
-	summary [2]uint64
+	words [128]uint64
+}
+
+// fill sets the bits of run's fingerprints and returns the summary words.
+func (s *fingerprintSet) fill(run []uint16) (lo, hi uint64) {
+	for _, fp := range run {
+		w := fp >> 6 & 127
+		s.words[w] |= 1 << (fp & 63)
+		bit := uint64(1) << (w & 63)
+		upper := -uint64(w >> 6) // all ones when w >= 64
+		hi |= bit & upper
+		lo |= bit &^ upper
+	}
+	return lo, hi
 }
 
 // sortUnique rewrites run as its sorted distinct values and returns them.
 func (s *fingerprintSet) sortUnique(run []uint16) []uint16 {
-	for _, fp := range run {
-		w := fp >> 6 & 127
-		s.words[w] |= 1 << (fp & 63)
-		s.summary[w>>6&1] |= 1 << (w & 63)
-	}
+	lo, hi := s.fill(run)
 	k := 0
-	for half := 0; half < 2; half++ {
-		sm := s.summary[half]
-		s.summary[half] = 0
+	for half, sm := range [2]uint64{lo, hi} {
 		for ; sm != 0; sm &= sm - 1 {
 			w := half<<6 | bits.TrailingZeros64(sm)
 			x := s.words[w&127]
@@ -383,4 +392,46 @@ func (s *fingerprintSet) sortUnique(run []uint16) []uint16 {
 		}
 	}
 	return run[:k]
+}
+
+// layoutBin writes bin b from its fingerprints run (any order, repeats
+// allowed) and appends the fingerprints that do not fit, as spare ids, to
+// forwarded. It produces exactly writePD(pd, prefix, overflowed) of the
+// sorted distinct run, fusing the sort with the encoding.
+func (s *fingerprintSet) layoutBin(pd []byte, run []uint16, b uint64, forwarded []uint64) []uint64 {
+	pd = pd[:binBytes:binBytes]
+	lo, hi := s.fill(run)
+	var body [4]uint64 // the bin's words; body[i] is byte 7+i
+	var zeros uint64
+	i := uint(0)
+	last := uint(0)
+	for half, sm := range [2]uint64{lo, hi} {
+		for ; sm != 0; sm &= sm - 1 {
+			w := uint(half<<6 | bits.TrailingZeros64(sm))
+			x := s.words[w&127]
+			s.words[w&127] = 0
+			for ; x != 0; x &= x - 1 {
+				fp := w<<6 | uint(bits.TrailingZeros64(x))
+				if i < binCapacity {
+					zeros |= 1 << (fp>>8 + i)
+					body[(7+i)>>3&3] |= uint64(fp&0xff) << (8 * ((7 + i) & 7))
+					last = fp
+				} else {
+					forwarded = append(forwarded, b*fingerprintRange+uint64(fp))
+				}
+				i++
+			}
+		}
+	}
+	field := uint64(binNotOverflowed)
+	if i > binCapacity {
+		field = uint64(last >> 8)
+		i = binCapacity
+	}
+	header := (uint64(1)<<(numQuotients+i) - 1) &^ zeros
+	binary.LittleEndian.PutUint64(pd[0:8], body[0]|field|header<<headerShift)
+	binary.LittleEndian.PutUint64(pd[8:16], body[1])
+	binary.LittleEndian.PutUint64(pd[16:24], body[2])
+	binary.LittleEndian.PutUint64(pd[24:32], body[3])
+	return forwarded
 }
