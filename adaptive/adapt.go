@@ -165,7 +165,7 @@ func (f *qf) adaptBlock(w *blockWork, mine []int, tails []uint64, start int, h2 
 		return f.adaptBlockExAF(w, mine, tails, start, h2)
 	}
 	sels := w.sels
-	overflow := false
+	overflow := f.forceRebuild
 	for _, s := range mine {
 		i, t := s&63, tails[s-start]
 		if t == h2 {
@@ -268,7 +268,7 @@ func (f *qf) adaptBlockExAF(w *blockWork, mine []int, tails []uint64, start int,
 	for _, e := range news {
 		lens[e.i], pats[e.i] = e.l, e.pat
 	}
-	if code, ok := encodeExtensions(&lens, &pats); ok {
+	if code, ok := encodeExtensions(&lens, &pats); ok && !f.forceRebuild {
 		w.bw[wMeta] = w.bw[wMeta]&0xff | code<<8
 		return true, 0, nil
 	}

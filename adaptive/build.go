@@ -43,10 +43,11 @@ func (b *Builder) Add(key []byte) {
 }
 
 // maxKeys bounds the element count (slot positions fit in int comfortably).
-const maxKeys = 1 << 36
+const maxKeys = 1 << 31
 
 // Finish builds the filter and returns it with its remote representation:
 // the tail h2 of the element in each slot, in slot order (0 for empty slots).
+// It empties the builder, which may then collect a new key set.
 func (b *Builder) Finish() (Filter, MemRemote, error) {
 	if b.err != nil {
 		return nil, nil, b.err

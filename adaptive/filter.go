@@ -44,6 +44,8 @@ type qf struct {
 	mu     sync.Mutex    // serializes Adapt
 	remote Remote
 
+	forceRebuild bool // tests: rebuild the block on every adaptation
+
 	adaptations atomic.Uint64
 	rebuilds    atomic.Uint64
 	remoteReads atomic.Uint64

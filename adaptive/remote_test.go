@@ -131,3 +131,69 @@ func TestAdaptOnStoredKey(t *testing.T) {
 		requireNoFalseNegatives(t, f, keys)
 	}
 }
+
+// TestVerify: Verify accepts a filter with its own remote, before and
+// after adaptation, and rejects another filter's remote or a damaged one.
+func TestVerify(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	keys := randKeys(rng, 10000, 1)
+	for _, kind := range allKinds {
+		b := NewBuilder(kind, Options{Seed: 5}, len(keys))
+		for _, k := range keys {
+			b.Add(k)
+		}
+		f, tails, err := b.Finish()
+		require.NoError(t, err)
+		require.NoError(t, Verify(f))
+		if kind != KindRSQF {
+			for _, k := range findFalsePositives(f, rng, 200) {
+				require.NoError(t, f.Adapt(k))
+			}
+			require.NoError(t, Verify(f))
+		}
+		data, err := f.MarshalBinary()
+		require.NoError(t, err)
+		for name, remote := range map[string]Remote{
+			"nil":      nil,
+			"failing":  failingRemote{},
+			"short":    tails[:len(tails)-64],
+			"flipped":  flippingRemote{tails, 1 << 3},
+			"shuffled": flippingRemote{tails, 0x0101010101010101},
+		} {
+			g, err := Decode(data, remote)
+			require.NoError(t, err)
+			require.ErrorIs(t, Verify(g), ErrRemote, "%v %s", kind, name)
+		}
+	}
+}
+
+// TestForcedRebuilds: every adaptation rebuilds its block; stored keys
+// stay present, adapted keys stop being false positives.
+func TestForcedRebuilds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 28))
+	keys := randKeys(rng, 20000, 1)
+	for _, kind := range []Kind{KindUTAF, KindTAF, KindExAF} {
+		f, err := New(kind, keys, Options{Seed: 6})
+		require.NoError(t, err)
+		q := f.(*qf)
+		q.forceRebuild = true
+		fps := findFalsePositives(f, rng, 40)
+		for _, k := range fps {
+			require.NoError(t, f.Adapt(k))
+		}
+		require.Equal(t, f.Stats().Adaptations, f.Stats().Rebuilds)
+		require.GreaterOrEqual(t, f.Stats().Rebuilds, uint64(len(fps)*9/10))
+		still := 0
+		for _, k := range fps {
+			if f.MayContain(k) {
+				still++
+			}
+		}
+		// A rebuild resets the block, so a later rebuild can undo an earlier
+		// fix in the same block; most fixes survive.
+		require.LessOrEqual(t, still, 8, "%v", kind)
+		requireNoFalseNegatives(t, f, keys)
+		require.NoError(t, Verify(f))
+		require.NoError(t, q.validate())
+	}
+}
