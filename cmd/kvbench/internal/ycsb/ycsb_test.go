@@ -12,6 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// scaled shrinks a sample count in -short mode (CI runs -race -short).
+func scaled(n int) int {
+	if testing.Short() {
+		return n / 5
+	}
+	return n
+}
+
 func newRng(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed+1)) }
 
 func TestFNVHash64MatchesYCSB(t *testing.T) {
@@ -56,7 +64,8 @@ func TestAbsentKeysSortBetweenStoredKeys(t *testing.T) {
 // slope -θ within 0.03.
 func TestZipfianRankFrequency(t *testing.T) {
 	for _, theta := range []float64{0.99, 0.8} {
-		const n, samples = 10_000, 2_000_000
+		const n = 10_000
+		samples := scaled(2_000_000)
 		z := NewZipfian(newRng(1), 0, n, theta)
 		counts := make([]float64, n)
 		for i := 0; i < samples; i++ {
@@ -65,11 +74,11 @@ func TestZipfianRankFrequency(t *testing.T) {
 			counts[v]++
 		}
 		p0 := 1 / Zeta(n, theta)
-		sigma := math.Sqrt(samples * p0 * (1 - p0))
-		require.InDelta(t, samples*p0, counts[0], 4*sigma, "theta %v rank 0", theta)
+		sigma := math.Sqrt(float64(samples) * p0 * (1 - p0))
+		require.InDelta(t, float64(samples)*p0, counts[0], 4*sigma, "theta %v rank 0", theta)
 		p1 := math.Pow(2, -theta) / Zeta(n, theta)
-		sigma1 := math.Sqrt(samples * p1 * (1 - p1))
-		require.InDelta(t, samples*p1, counts[1], 4*sigma1, "theta %v rank 1", theta)
+		sigma1 := math.Sqrt(float64(samples) * p1 * (1 - p1))
+		require.InDelta(t, float64(samples)*p1, counts[1], 4*sigma1, "theta %v rank 1", theta)
 
 		var sx, sy, sxx, sxy, m float64
 		for r := 3; r <= 300; r++ {
@@ -93,7 +102,8 @@ func TestZipfianGrowsItemCount(t *testing.T) {
 // the key space (every tenth of it holds some) instead of being the smallest
 // record numbers, while the distribution stays as skewed as zipfian.
 func TestScrambledZipfianSpreadsHotKeys(t *testing.T) {
-	const n, samples = 100_000, 1_000_000
+	const n = 100_000
+	samples := scaled(1_000_000)
 	s := NewScrambledZipfian(newRng(3), 0, n, ZipfianConstant)
 	counts := make([]int, n)
 	for i := 0; i < samples; i++ {
@@ -117,7 +127,7 @@ func TestScrambledZipfianSpreadsHotKeys(t *testing.T) {
 	// Zipfian(0.99) over 10^10 ranks: the top 100 ranks carry
 	// ζ(100)/ζ(10^10) ≈ 5.18/26.47 ≈ 19.6% of draws; hashing onto 10^5
 	// records only merges ranks, so the top 100 records carry at least that.
-	require.Greater(t, float64(hot)/samples, 0.18)
+	require.Greater(t, float64(hot)/float64(samples), 0.18)
 }
 
 func TestUniformIsFlat(t *testing.T) {
