@@ -192,6 +192,7 @@ func TestLayoutBinMatchesWritePD(t *testing.T) {
 		slices.Sort(sorted)
 		sorted = slices.Compact(sorted)
 		b := uint64(rng.IntN(1000))
+		clear(got)
 		forwarded := set.layoutBin(got, slices.Clone(run), b, nil)
 		keep := min(len(sorted), binCapacity)
 		writePD(want, sorted[:keep], len(sorted) > binCapacity)

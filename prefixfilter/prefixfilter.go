@@ -394,14 +394,14 @@ func (s *fingerprintSet) sortUnique(run []uint16) []uint16 {
 	return run[:k]
 }
 
-// layoutBin writes bin b from its fingerprints run (any order, repeats
-// allowed) and appends the fingerprints that do not fit, as spare ids, to
-// forwarded. It produces exactly writePD(pd, prefix, overflowed) of the
-// sorted distinct run, fusing the sort with the encoding.
+// layoutBin writes bin b into pd, which must be zeroed, from its
+// fingerprints run (any order, repeats allowed) and appends the fingerprints
+// that do not fit, as spare ids, to forwarded. It produces exactly
+// writePD(pd, prefix, overflowed) of the sorted distinct run, fusing the sort
+// with the encoding.
 func (s *fingerprintSet) layoutBin(pd []byte, run []uint16, b uint64, forwarded []uint64) []uint64 {
 	pd = pd[:binBytes:binBytes]
 	lo, hi := s.fill(run)
-	var body [4]uint64 // the bin's words; body[i] is byte 7+i
 	var zeros uint64
 	i := uint(0)
 	last := uint(0)
@@ -414,7 +414,7 @@ func (s *fingerprintSet) layoutBin(pd []byte, run []uint16, b uint64, forwarded 
 				fp := w<<6 | uint(bits.TrailingZeros64(x))
 				if i < binCapacity {
 					zeros |= 1 << (fp>>8 + i)
-					body[(7+i)>>3&3] |= uint64(fp&0xff) << (8 * ((7 + i) & 7))
+					pd[(7+i)&(binBytes-1)] = byte(fp)
 					last = fp
 				} else {
 					forwarded = append(forwarded, b*fingerprintRange+uint64(fp))
@@ -429,9 +429,6 @@ func (s *fingerprintSet) layoutBin(pd []byte, run []uint16, b uint64, forwarded 
 		i = binCapacity
 	}
 	header := (uint64(1)<<(numQuotients+i) - 1) &^ zeros
-	binary.LittleEndian.PutUint64(pd[0:8], body[0]|field|header<<headerShift)
-	binary.LittleEndian.PutUint64(pd[8:16], body[1])
-	binary.LittleEndian.PutUint64(pd[16:24], body[2])
-	binary.LittleEndian.PutUint64(pd[24:32], body[3])
+	binary.LittleEndian.PutUint64(pd[0:8], field|header<<headerShift|uint64(pd[7])<<56)
 	return forwarded
 }
