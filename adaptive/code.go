@@ -63,6 +63,15 @@ func selInterval(r uint64, s uint8) (lo, w uint64) {
 	return 0, 0
 }
 
+// selZeroRange[k] is the range left after coding k zero selectors.
+var selZeroRange = func() (z [65]uint64) {
+	z[0] = codeRange
+	for k := 1; k <= 64; k++ {
+		_, z[k] = selInterval(z[k-1], 0)
+	}
+	return
+}()
+
 // encodeSelectors codes 64 selector values; ok is false on overflow.
 func encodeSelectors(sel *[64]uint8) (code uint64, ok bool) {
 	low, r := uint64(0), codeRange
@@ -83,7 +92,33 @@ func encodeSelectors(sel *[64]uint8) (code uint64, ok bool) {
 // code is not a valid selector code.
 func decodeSelectors(code uint64, n int, out *[64]uint8, full bool) bool {
 	v, r := code, codeRange
-	for i := 0; i < n; i++ {
+	i := 0
+	if !full {
+		// Leading zero selectors cost nothing to skip: every code starts
+		// from the same range, so the range after k zeros is the constant
+		// selZeroRange[k], and the first k symbols are all 0 exactly when
+		// code < selZeroRange[k].
+		lo, hi := 0, 64 // invariant: code < selZeroRange[lo]
+		for lo < hi {
+			mid := (lo + hi + 1) / 2
+			if code < selZeroRange[mid] {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		if lo >= n {
+			for j := 0; j < n; j++ {
+				out[j] = 0
+			}
+			return true
+		}
+		for j := 0; j < lo; j++ {
+			out[j] = 0
+		}
+		i, r = lo, selZeroRange[lo]
+	}
+	for ; i < n; i++ {
 		if v == 0 && !full {
 			for j := i; j < n; j++ {
 				out[j] = 0
