@@ -364,3 +364,34 @@ func TestSpareLoad(t *testing.T) {
 	// The spare has at least 12 bits per real entry: its own rate stays low.
 	require.LessOrEqual(t, float64(spareHits)/float64(spareQueries), 0.015)
 }
+
+// TestTenMillionKeys builds through a Builder (keys generated on the fly, so
+// the test holds only the hashes) and checks every key. Skipped with -short.
+func TestTenMillionKeys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10^7 keys: run without -short")
+	}
+	const n = 10_000_000
+	key := func(i int, k *[16]byte) []byte {
+		binary.LittleEndian.PutUint64(k[0:], uint64(i)*0x9e3779b97f4a7c15)
+		binary.LittleEndian.PutUint64(k[8:], uint64(i))
+		return k[:]
+	}
+	b := NewBuilder(2024, n)
+	var k [16]byte
+	for i := 0; i < n; i++ {
+		b.Add(key(i, &k))
+	}
+	f, err := b.Finish()
+	require.NoError(t, err)
+	require.Equal(t, n, f.Len())
+	require.LessOrEqual(t, f.BitsPerKey(), 12.0)
+	g := roundTrip(t, f)
+	for i := 0; i < n; i++ {
+		if !g.MayContain(key(i, &k)) {
+			require.Failf(t, "false negative", "key %d", i)
+		}
+	}
+	fp := countFalsePositives(g, 1_000_000, 'a', 1)
+	require.LessOrEqual(t, float64(fp)/1e6, fpBound(1_000_000))
+}
