@@ -31,9 +31,10 @@ const (
 	qrMask = 1<<qrBits - 1
 )
 
-// Filter is an immutable Prefix Filter. It is safe for concurrent use.
-// A Filter returned by Decode reads the bytes it was decoded from; they must
-// not be modified while the filter is in use.
+// Filter is an immutable Prefix Filter, made by Build, BuildWithSeed,
+// Builder.Finish or Decode (the zero Filter is not usable). It is safe for
+// concurrent use. A Filter returned by Decode reads the bytes it was decoded
+// from; they must not be modified while the filter is in use.
 type Filter struct {
 	data        []byte // the whole encoding
 	bins        []byte // numBins pocket dictionaries of 32 bytes
