@@ -26,13 +26,14 @@ func TestInjectedErrors(t *testing.T) {
 			var on atomic.Bool
 			var mu sync.Mutex
 			rng := rand.New(rand.NewPCG(seed, 11))
+			injRng := rand.New(rand.NewPCG(seed, 12)) // used under mu
 			inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
 				if !on.Load() {
 					return nil
 				}
 				mu.Lock()
 				defer mu.Unlock()
-				if rng.IntN(300) == 0 {
+				if injRng.IntN(300) == 0 {
 					return errorfs.ErrInjected
 				}
 				return nil
