@@ -17,7 +17,7 @@
 // (memtable flushes to L0, compactions to the level above the bottom), so
 // that reads consult several tables and every store has the same shape.
 //
-// Absent keys are a stored key plus "!" and the workload's name: they sort
+// Absent keys are a stored key plus "!", the workload's name and the seed: they sort
 // right after a stored key, inside the tables' key ranges, so only filters
 // can rule them out; each workload has its own absent universe, so the
 // adaptations one workload causes do not help the next.

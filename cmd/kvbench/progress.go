@@ -24,8 +24,6 @@ func newProgress(w io.Writer, desc string, total int64) *progress {
 			progressbar.OptionSetDescription(desc),
 			progressbar.OptionSetWidth(30),
 			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("ops"),
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionClearOnFinish(),
 		),

@@ -151,6 +151,13 @@ func (r *runner) insertRange(lo, hi uint64, bar *progress) error {
 	return errors.Join(errs...)
 }
 
+// absentSalt names the absent-key universe of a workload: its name and the
+// seed, so that a rerun on a kept data set (-dir) with another -seed asks
+// absent keys the stores' filters have not adapted to yet.
+func (r *runner) absentSalt(workload string) string {
+	return fmt.Sprintf("%s%d", workload, r.seed)
+}
+
 // calibrate measures eps and tables checked per Get on fresh keys: k absent
 // keys of their own universe, then k stored keys drawn uniformly.
 func (r *runner) calibrate(k int) (calibration, error) {
@@ -161,7 +168,7 @@ func (r *runner) calibrate(k int) (calibration, error) {
 	}
 	key := make([]byte, 0, 48)
 	for i := 0; i < k; i++ {
-		key = ycsb.AppendAbsentKey(key[:0], uint64(i), "calibrate")
+		key = ycsb.AppendAbsentKey(key[:0], uint64(i), r.absentSalt("calibrate"))
 		if _, err := r.store.Get(key); err != nil {
 			return c, err
 		}
@@ -214,6 +221,7 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 	universe := w.NegativeUniverseSize(r.records)
 	absentSeen := newBitset(universe)
 	presentSeen := newBitset(r.records + ops)
+	salt := r.absentSalt(w.Name)
 	bar := r.progress(fmt.Sprintf("%s/%s", r.policy, w.Name), int64(ops))
 	before, err := r.store.Metrics()
 	if err != nil {
@@ -249,7 +257,7 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 						st.notFound++
 					}
 				case ycsb.OpReadAbsent:
-					key = ycsb.AppendAbsentKey(key[:0], op.Key, w.Name)
+					key = ycsb.AppendAbsentKey(key[:0], op.Key, salt)
 					var found bool
 					found, err = r.store.Get(key)
 					st.reads++
@@ -416,6 +424,7 @@ func (r *runner) adversary(w *ycsb.Workload, cal calibration) (*Result, error) {
 	for i := range queue {
 		queue[i] = uint64(i)
 	}
+	salt := r.absentSalt(w.Name)
 	bar := r.progress(fmt.Sprintf("%s/%s", r.policy, w.Name), int64(q0)*int64(w.AdversarySubrounds))
 	defer bar.finish()
 	before, err := r.store.Metrics()
@@ -432,7 +441,7 @@ func (r *runner) adversary(w *ycsb.Workload, cal calibration) (*Result, error) {
 		rd := AdversaryRound{Queries: len(queue)}
 		for sub := 0; sub < w.AdversarySubrounds; sub++ {
 			for i, k := range queue {
-				key = ycsb.AppendAbsentKey(key[:0], k, w.Name)
+				key = ycsb.AppendAbsentKey(key[:0], k, salt)
 				m0, err := r.store.Metrics()
 				if err != nil {
 					return nil, err
