@@ -100,7 +100,15 @@ func (f *Filter) MayContain(key []byte) bool {
 	if z0|z1|z2|z3 == 0 {
 		return false
 	}
-	return pdMatches(w0, z0, z1, z2, z3, fp>>8)
+	// pdMatches, inlined by hand for the common single match.
+	v := (byteMask(z0) | byteMask(z1)<<8 | byteMask(z2)<<16 | byteMask(z3)<<24) >> 7
+	header := (w0 >> headerShift) & headerMask
+	q := fp >> 8
+	if v&(v-1) == 0 {
+		w := v << q
+		return uint64(bits.OnesCount64(header&(w-1))) == q && header&w == 0
+	}
+	return listContains(header, q, v)
 }
 
 // BitsPerKey returns the filter's size in bits divided by the number of keys
