@@ -53,10 +53,10 @@ func hashSeedOf(seed uint64) uint32 { return uint32(seed) ^ uint32(seed>>32) }
 // spareSeedOf derives the spare's hash seed from the filter seed.
 func spareSeedOf(seed uint64) uint64 { return mix64(seed ^ 0x5bd1e9955bd1e995) }
 
-// packedHash hashes a key (128-bit MurmurHash3) into one word: the high 51 bits choose the bin by
-// multiply-shift range reduction, the low 13 bits hold the mini-fingerprint
-// fp = q<<8 | r in [0, 25·256), obtained from the second hash half by the
-// same reduction.
+// packedHash hashes a key (128-bit MurmurHash3) into one word: the high 51
+// bits of the first half choose the bin by multiply-shift range reduction;
+// the low 13 bits hold the mini-fingerprint fp = q<<8 | r in [0, 25·256),
+// the low 32 bits of the second half reduced the same way.
 func packedHash(key []byte, hashSeed uint32) uint64 {
 	h1, h2 := murmur128(key, hashSeed)
 	return h1&^qrMask | (uint64(uint32(h2))*fingerprintRange)>>32
@@ -75,7 +75,8 @@ func binsFor(n uint64) uint64 {
 }
 
 // MayContain reports whether key may be in the set. A false answer is
-// always right; a true answer is wrong with probability about 0.37%.
+// always right; a true answer is wrong with probability about 0.39%. It does
+// not allocate.
 func (f *Filter) MayContain(key []byte) bool {
 	h1, h2 := murmur128(key, f.hashSeed)
 	fp := (uint64(uint32(h2)) * fingerprintRange) >> 32
@@ -88,8 +89,8 @@ func (f *Filter) MayContain(key []byte) bool {
 		// prefix invariant only the spare can hold fp (section 4.1).
 		return spareContains(f.spare, f.spareBlocks, b*fingerprintRange+fp, f.spareSeed)
 	}
-	// pdContains, with its cutoff inlined: about 90% of negative queries
-	// end at the first return (section 5.2.2).
+	// pdContains inlined by hand. The query cutoff of section 5.2.2: about
+	// 90% of negative queries end at the first return.
 	w1 := binary.LittleEndian.Uint64(pd[8:16])
 	w2 := binary.LittleEndian.Uint64(pd[16:24])
 	rep := (fp & 0xff) * byteOnes
