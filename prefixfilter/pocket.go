@@ -53,33 +53,48 @@ func byteMask(z uint64) uint64 {
 	return ((z >> 7) * 0x0102040810204080) >> 56
 }
 
+// selectInByte[r][b] is the position of the (r+1)-th set bit of byte b
+// (8 when b has at most r set bits).
+var selectInByte = func() (t [8][256]uint8) {
+	for b := 0; b < 256; b++ {
+		for r := range t {
+			t[r][b] = 8
+		}
+		r := 0
+		for i := 0; i < 8; i++ {
+			if b>>i&1 == 1 {
+				t[r][b] = uint8(i)
+				r++
+			}
+		}
+	}
+	return t
+}()
+
 // selectBit returns the position of the (k+1)-th set bit of x (k counts from
-// zero), or 64 when x has at most k set bits.
+// zero), or 64 when x has at most k set bits. It is branch-free broadword
+// select: per-byte popcounts, their prefix sums by one multiplication, a SWAR
+// comparison to find the byte, and a table for the bit within the byte.
 func selectBit(x uint64, k uint) uint {
-	base := uint(0)
-	if c := uint(bits.OnesCount32(uint32(x))); k >= c {
-		k -= c
-		x >>= 32
-		base = 32
-	}
-	if c := uint(bits.OnesCount16(uint16(x))); k >= c {
-		k -= c
-		x >>= 16
-		base += 16
-	}
-	if c := uint(bits.OnesCount8(uint8(x))); k >= c {
-		k -= c
-		x >>= 8
-		base += 8
-	}
-	b := uint8(x)
-	for ; k > 0 && b != 0; k-- {
-		b &= b - 1
-	}
-	if b == 0 {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	if k >= 64 {
 		return 64
 	}
-	return base + uint(bits.TrailingZeros8(b))
+	c := x - (x>>1)&0x5555555555555555
+	c = c&0x3333333333333333 + (c>>2)&0x3333333333333333
+	c = (c + c>>4) & 0x0f0f0f0f0f0f0f0f
+	c *= ones // byte j: set bits in bytes 0..j (at most 64)
+	// High bit of byte j set iff c_j > k (no carries: c_j + 127 - k < 256).
+	gt := (c + (127-uint64(k))*ones) & highs
+	if gt == 0 {
+		return 64
+	}
+	shift := uint(bits.TrailingZeros64(gt)) &^ 7 // 8 × the byte's index
+	before := uint(c<<8>>shift) & 0xff
+	return shift + uint(selectInByte[(k-before)&7][uint8(x>>shift)])
 }
 
 // pdContains reports whether the bin holds fingerprint (q, r). It is the
