@@ -38,7 +38,9 @@ type tcEntry struct {
 	r       *sstable.Reader
 	refs    int
 	elem    *list.Element
-	gone    bool // removed from the cache while in use: close on last release
+	gone    bool          // removed from the cache while in use: close on last release
+	ready   chan struct{} // closed once r or err is set
+	err     error
 }
 
 func newTableCache(fs vfs.FS, dir string, cache *pebble.Cache, max int, readOnly bool) *tableCache {
@@ -47,25 +49,48 @@ func newTableCache(fs vfs.FS, dir string, cache *pebble.Cache, max int, readOnly
 }
 
 // get returns the open reader of table fn with a reference; release it.
+// The table is opened outside the cache's lock; concurrent gets of the same
+// table wait for the one open.
 func (tc *tableCache) get(fn uint64) (*tcEntry, error) {
 	tc.mu.Lock()
-	defer tc.mu.Unlock()
 	if e := tc.m[fn]; e != nil {
 		e.refs++
 		tc.lru.MoveToFront(e.elem)
+		tc.mu.Unlock()
+		<-e.ready
+		if e.err != nil {
+			tc.release(e)
+			return nil, e.err
+		}
 		return e, nil
 	}
+	e := &tcEntry{fileNum: fn, refs: 1, ready: make(chan struct{})}
+	e.elem = tc.lru.PushFront(e)
+	tc.m[fn] = e
+	tc.mu.Unlock()
+
 	ro := sstable.ReaderOptions{Cache: tc.cache, FileNum: fn}
 	if !tc.readOnly {
 		ro.StatePath = tc.fs.PathJoin(tc.dir, stateFileName(fn))
 	}
 	r, err := sstable.Open(tc.fs, tc.fs.PathJoin(tc.dir, tableFileName(fn)), ro)
 	if err != nil {
-		return nil, fmt.Errorf("kv: open table %s: %w", tableFileName(fn), corruptionErr(err))
+		err = fmt.Errorf("kv: open table %s: %w", tableFileName(fn), corruptionErr(err))
 	}
-	e := &tcEntry{fileNum: fn, r: r, refs: 1}
-	e.elem = tc.lru.PushFront(e)
-	tc.m[fn] = e
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	e.r, e.err = r, err
+	close(e.ready)
+	if err != nil {
+		// Forget the failed open, so that a later get retries it.
+		if tc.m[fn] == e {
+			tc.lru.Remove(e.elem)
+			delete(tc.m, fn)
+		}
+		e.gone = true
+		e.refs--
+		return nil, err
+	}
 	tc.evictLocked()
 	return e, nil
 }
@@ -94,6 +119,9 @@ func (tc *tableCache) evictLocked() {
 }
 
 func (tc *tableCache) closeLocked(e *tcEntry) {
+	if e.r == nil {
+		return // failed or still opening
+	}
 	m := e.r.Metrics()
 	addMetrics(&tc.closedSum, m)
 	if !e.gone {
@@ -144,10 +172,12 @@ func (tc *tableCache) metrics(live []uint64) (sum sstable.Metrics, fBytes, fKeys
 	defer tc.mu.Unlock()
 	sum = tc.closedSum
 	for _, e := range tc.m {
-		addMetrics(&sum, e.r.Metrics())
+		if e.r != nil {
+			addMetrics(&sum, e.r.Metrics())
+		}
 	}
 	for _, fn := range live {
-		if e := tc.m[fn]; e != nil {
+		if e := tc.m[fn]; e != nil && e.r != nil {
 			m := e.r.Metrics()
 			fBytes += m.FilterBytes
 			fKeys += m.FilterKeys
