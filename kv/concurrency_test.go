@@ -178,3 +178,39 @@ func TestConcurrency(t *testing.T) {
 	require.Positive(t, m.Flushes)
 	require.Positive(t, m.Compactions)
 }
+
+// TestGroupCommit: concurrent Sync writers share fsyncs (one leader writes
+// and syncs the batches queued behind it), and every write is durable.
+func TestGroupCommit(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, nil)
+	require.NoError(t, err)
+	const writers, per = 8, 100
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				if err := db.Set(fmt.Appendf(nil, "w%d-%04d", w, i), []byte("v"), Sync); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	groups, syncs := db.walGroups.Load(), db.walSyncs.Load()
+	t.Logf("%d synced writes in %d commit groups, %d fsyncs", writers*per, groups, syncs)
+	require.Less(t, syncs, uint64(writers*per), "no write shared an fsync")
+	require.NoError(t, db.Close())
+	db, err = Open(dir, nil)
+	require.NoError(t, err)
+	defer db.Close()
+	for w := 0; w < writers; w++ {
+		for i := 0; i < per; i++ {
+			_, err := db.Get(fmt.Appendf(nil, "w%d-%04d", w, i))
+			require.NoError(t, err)
+		}
+	}
+}

@@ -67,6 +67,7 @@ type DB struct {
 	wg          sync.WaitGroup
 
 	gets, flushes, compactions atomic.Uint64
+	walGroups, walSyncs        atomic.Uint64 // commit groups written, fsyncs (tests)
 }
 
 type memEntry struct {

@@ -23,7 +23,9 @@ type Metrics struct {
 	FalsePositiveProbes uint64
 	// TruePositiveProbes counts table lookups that found a version.
 	TruePositiveProbes uint64
-	// DataBlockReads counts blocks read from table files (cache misses).
+	// DataBlockReads counts blocks read from table files (block cache
+	// misses) by Gets and iterators; compactions read through private
+	// readers and are not counted.
 	DataBlockReads uint64
 	// Adaptations counts false positives fixed by adaptive filters.
 	Adaptations uint64
@@ -31,7 +33,9 @@ type Metrics struct {
 	Rebuilds uint64
 	// RemoteReads counts reads of the tables' remote representations.
 	RemoteReads uint64
-	// FilterBitsPerKey is the in-memory filter size per key over live tables.
+	// FilterBitsPerKey is the in-memory filter size per key over the live
+	// tables whose filter has been loaded since Open (new tables are loaded
+	// when written; older ones on first use).
 	FilterBitsPerKey float64
 	// FilterMemoryBytes is the in-memory filter size of the live tables.
 	FilterMemoryBytes uint64

@@ -158,6 +158,10 @@ func (db *DB) commitGroup(group []*commitReq) {
 	if len(batches) == 0 {
 		return
 	}
+	db.walGroups.Add(1)
+	if sync {
+		db.walSyncs.Add(1)
+	}
 	if err := db.wal.flush(sync); err != nil {
 		fail(db.setBGErr(fmt.Errorf("kv: WAL sync: %w", err)))
 		return
