@@ -23,6 +23,16 @@
 //     colliding fingerprint with the shortest run of further tail bits that
 //     separates it from the query; extensions live in a 56-bit code.
 //
+// Space (local state only): 3 + r words of 64 bits per 64 slots, that is
+// (r + 3) / alpha bits per key, 11.58 at r = 8 and alpha = 0.95 for RSQF,
+// TAF and exAF alike; the uTAF adds 8 bits per slot. The RSQF baseline keeps
+// the (unused) code word so all kinds share one layout.
+//
+// Adapt checks every tail it reads against the local state (the tail's
+// fingerprint must equal what the slot stores) and fails with ErrRemote,
+// changing nothing, when they disagree, so a wrong remote cannot create a
+// false negative. Verify checks a whole filter against its remote.
+//
 // Queries are lock-free and safe while Adapt runs: every shared word is read
 // and written with sync/atomic, and a per-filter sequence counter lets a
 // reader detect (and retry after) an adaptation that overlapped its read, so

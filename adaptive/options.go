@@ -57,6 +57,8 @@ type Options struct {
 	// LoadFactor is keys per home slot at build, in (0, 0.99] (0 = 0.95).
 	LoadFactor float64
 	// Seed seeds the hash (0 = random). It is stored in the encoding.
+	// MurmurHash3 takes a 32-bit seed: the filter uses uint32(Seed) ^
+	// uint32(Seed>>32).
 	Seed uint64
 }
 
@@ -66,7 +68,9 @@ type Stats struct {
 	Adaptations uint64
 	// Rebuilds is the number of blocks reset because their code overflowed.
 	Rebuilds uint64
-	// RemoteReads is the number of Remote.ReadSlots calls.
+	// RemoteReads is the number of Remote.ReadSlots calls: one per fixed
+	// false positive (the colliding run), one more per rebuilt TAF/uTAF
+	// block (its 64 tails), and one per block read by Verify.
 	RemoteReads uint64
 }
 
