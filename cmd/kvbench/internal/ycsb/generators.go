@@ -163,21 +163,24 @@ func NewUniform(rng *rand.Rand, min, items uint64) *Uniform {
 // Next draws a record number.
 func (u *Uniform) Next() uint64 { return u.min + u.rng.Uint64N(u.items) }
 
-// Counter hands out insert sequence numbers and tracks the largest one whose
-// insert completed, so readers only ask for records that exist (YCSB's
-// AcknowledgedCounterGenerator, simplified to a running maximum). Safe for
+// Counter hands out insert sequence numbers and tracks how many records
+// are known to exist: Count is the length of the prefix of sequence numbers
+// whose inserts all completed, so readers never ask for a record another
+// thread is still inserting (YCSB's AcknowledgedCounterGenerator). Safe for
 // concurrent use.
 type Counter struct {
-	next  atomic.Uint64
-	acked atomic.Uint64 // last acknowledged + 1 (0: nothing yet)
+	next    atomic.Uint64
+	limit   atomic.Uint64 // every record below limit exists
+	mu      sync.Mutex
+	pending map[uint64]struct{} // acknowledged records above limit
 }
 
 // NewCounter returns a counter whose first value is start; records below
 // start are taken as already inserted.
 func NewCounter(start uint64) *Counter {
-	c := &Counter{}
+	c := &Counter{pending: map[uint64]struct{}{}}
 	c.next.Store(start)
-	c.acked.Store(start)
+	c.limit.Store(start)
 	return c
 }
 
@@ -186,16 +189,29 @@ func (c *Counter) Next() uint64 { return c.next.Add(1) - 1 }
 
 // Ack records that the insert of n completed.
 func (c *Counter) Ack(n uint64) {
-	for {
-		cur := c.acked.Load()
-		if n+1 <= cur || c.acked.CompareAndSwap(cur, n+1) {
-			return
-		}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	limit := c.limit.Load()
+	if n < limit {
+		return
 	}
+	if n != limit {
+		c.pending[n] = struct{}{}
+		return
+	}
+	limit++
+	for {
+		if _, ok := c.pending[limit]; !ok {
+			break
+		}
+		delete(c.pending, limit)
+		limit++
+	}
+	c.limit.Store(limit)
 }
 
 // Count returns how many records (0..Count-1) are known to exist.
-func (c *Counter) Count() uint64 { return c.acked.Load() }
+func (c *Counter) Count() uint64 { return c.limit.Load() }
 
 // SkewedLatest is YCSB's "latest" distribution: the most recently inserted
 // records are the most popular (zipfian over the distance from the newest).

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -182,14 +184,40 @@ func TestSkewedLatestFavoursRecentInserts(t *testing.T) {
 
 func TestCounterAck(t *testing.T) {
 	c := NewCounter(10)
-	a, b := c.Next(), c.Next()
+	a, b, d := c.Next(), c.Next(), c.Next()
 	require.Equal(t, uint64(10), a)
 	require.Equal(t, uint64(11), b)
 	require.Equal(t, uint64(10), c.Count())
-	c.Ack(b)
+	c.Ack(b) // 10 still in flight: 11 must not be readable yet
+	require.Equal(t, uint64(10), c.Count())
+	c.Ack(a)
 	require.Equal(t, uint64(12), c.Count())
-	c.Ack(a) // out of order: never moves back
+	c.Ack(a) // repeated: no effect
 	require.Equal(t, uint64(12), c.Count())
+	c.Ack(d)
+	require.Equal(t, uint64(13), c.Count())
+}
+
+func TestCounterConcurrent(t *testing.T) {
+	c := NewCounter(0)
+	var wg sync.WaitGroup
+	var early atomic.Int64 // records counted while still in flight
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 1000; i++ {
+				n := c.Next()
+				if n < c.Count() {
+					early.Add(1)
+				}
+				c.Ack(n)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Zero(t, early.Load(), "a record in flight is never counted")
+	require.Equal(t, uint64(4000), c.Count())
 }
 
 func TestParseWorkload(t *testing.T) {
