@@ -13,7 +13,7 @@ func benchKey(i int) []byte {
 }
 
 func benchDB(b *testing.B, fs vfs.FS, n int) *DB {
-	db, err := Open("db", &Options{FS: fs, MemTableSize: 1 << 20})
+	db, err := Open("db", &Options{FS: fs, MemTableSize: 1 << 20, BlockCacheSize: 64 << 20})
 	require.NoError(b, err)
 	batch := NewBatch()
 	for i := 0; i < n; i++ {

@@ -356,8 +356,7 @@ func (i *Iterator) findNext(ok bool, skip []byte) bool {
 			skip = append(skip[:0:0], k.UserKey...)
 			continue
 		}
-		i.key = append(i.key[:0:0], k.UserKey...)
-		i.value = append(make([]byte, 0, len(it.Value())), it.Value()...)
+		i.setCurrent(k.UserKey, it.Value())
 		i.valid = true
 		i.pos = true
 		return true
@@ -392,8 +391,7 @@ func (i *Iterator) findPrev(ok bool) bool {
 			have = false
 			continue
 		}
-		i.key = append(i.key[:0:0], k.UserKey...)
-		i.value = append(make([]byte, 0, len(it.Value())), it.Value()...)
+		i.setCurrent(k.UserKey, it.Value())
 		have = true
 	}
 	i.pos = ok
@@ -403,6 +401,16 @@ func (i *Iterator) findPrev(ok bool) bool {
 	}
 	i.valid = have
 	return have
+}
+
+// setCurrent copies the current key and value into the iterator's buffers
+// (reused: Key and Value are valid until the next positioning call).
+func (i *Iterator) setCurrent(k, v []byte) {
+	i.key = append(i.key[:0], k...)
+	i.value = append(i.value[:0], v...)
+	if i.value == nil {
+		i.value = []byte{}
+	}
 }
 
 // Valid reports whether the iterator is at a key.
