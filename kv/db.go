@@ -487,6 +487,10 @@ func (db *DB) Close() error {
 	db.mu.Unlock()
 	close(db.closeCh)
 	db.wg.Wait()
+	// A manual Compact in flight is canceled (closeCh) and stops at its
+	// next level; wait for it before closing the manifest.
+	db.compactMu.Lock()
+	defer db.compactMu.Unlock()
 
 	var err error
 	keep := func(e error) {
