@@ -11,8 +11,10 @@ import (
 
 // Iterator walks the live user keys of a consistent view in key order,
 // within the bounds of its IterOptions. Key and Value are copies that stay
-// valid until the next positioning call. An Iterator is not safe for
-// concurrent use; Close it to release the tables it pins.
+// valid until the next positioning call. Next and Prev on an iterator that
+// is not at a key return false: reposition it with First, Last, SeekGE or
+// SeekLT. An Iterator is not safe for concurrent use; Close it (before the
+// DB) to release the tables it pins.
 type Iterator struct {
 	db     *DB
 	rs     *readState
