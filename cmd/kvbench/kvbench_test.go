@@ -32,7 +32,7 @@ func runJSON(t *testing.T, args ...string) ([]map[string]any, []*Result, string)
 var designFields = []string{"gets", "filter_checks", "filter_negatives", "false_positive_probes",
 	"true_positive_probes", "data_block_reads", "adaptations", "rebuilds", "filter_bits_per_key",
 	"remote_reads", "policy", "workload", "ops_per_sec", "p50_us", "p99_us", "p999_us",
-	"probes_per_get", "fp_probes_per_1k_gets", "bits_per_key", "fp_lower_bound"}
+	"probes_per_get", "fp_probes_per_1k_gets", "bits_per_key", "fp_lower_bound", "fp_probes_per_1k_checks"}
 
 // checkConsistent asserts the invariants every result must satisfy.
 func checkConsistent(t *testing.T, r *Result) {
@@ -58,6 +58,10 @@ func checkConsistent(t *testing.T, r *Result) {
 		if r.Gets > 0 {
 			require.NotNil(t, r.FPProbesPer1kGets, id)
 			require.InDelta(t, float64(fp)*1000/float64(r.Gets), *r.FPProbesPer1kGets, 1e-9, id)
+		}
+		if r.FilterChecks > 0 {
+			require.NotNil(t, r.FPProbesPer1kChecks, id)
+			require.InDelta(t, float64(fp)*1000/float64(r.FilterChecks), *r.FPProbesPer1kChecks, 1e-9, id)
 		}
 		if r.AbsentReads == r.Reads {
 			require.Zero(t, *r.TruePositiveProbes, "%s: absent-only reads have no true positives", id)

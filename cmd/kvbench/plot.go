@@ -69,7 +69,7 @@ func writePlot(path string, results []*Result) error {
 		p.Legend.Top = true
 		return p, nil
 	}
-	fp, err := panel("Wasted table probes (false positives)", "FP probes per 1k Gets", func(r *Result) float64 {
+	fp, err := panel("Wasted table probes (false positives; no bar: not measurable)", "FP probes per 1k Gets", func(r *Result) float64 {
 		if r.FPProbesPer1kGets == nil {
 			return 0 // unavailable (pebble on workloads with stored-key reads)
 		}

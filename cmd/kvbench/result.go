@@ -43,6 +43,7 @@ type Result struct {
 	TablesPerLevel      [7]int   `json:"tables_per_level"`
 	ProbesPerGet        float64  `json:"probes_per_get"` // table probes (filter "maybe") per Get: read amplification
 	FPProbesPer1kGets   *float64 `json:"fp_probes_per_1k_gets"`
+	FPProbesPer1kChecks *float64 `json:"fp_probes_per_1k_checks"` // per filter check: comparable across tree shapes
 	DataBlockReadsPer   *float64 `json:"data_block_reads_per_get"`
 
 	// The run's lower bound: an ideal adaptive filter with the same

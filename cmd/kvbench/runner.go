@@ -387,6 +387,9 @@ func fillCounters(res *Result, d Counters, cal calibration) {
 		if res.FalsePositiveProbes != nil {
 			res.FPProbesPer1kGets = f64p(float64(*res.FalsePositiveProbes) * 1000 / g)
 		}
+		if res.FalsePositiveProbes != nil && res.FilterChecks > 0 {
+			res.FPProbesPer1kChecks = f64p(float64(*res.FalsePositiveProbes) * 1000 / float64(res.FilterChecks))
+		}
 		if res.DataBlockReads != nil {
 			res.DataBlockReadsPer = f64p(float64(*res.DataBlockReads) / g)
 		}
