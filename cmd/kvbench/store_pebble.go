@@ -127,8 +127,10 @@ func (s *pebbleStore) Scan(start []byte, n int) (int, error) {
 func (s *pebbleStore) Flush() error { return s.db.Flush() }
 
 // CompactAll compacts the whole key space ("user" keys) to the last level.
+// Not parallelized: a parallel manual compaction leaves part of the range in
+// the level above (checked: 16 L5 + 9 L6 tables instead of 25 L6 tables).
 func (s *pebbleStore) CompactAll() error {
-	return s.db.Compact(context.Background(), []byte("user"), []byte("user\xff"), true)
+	return s.db.Compact(context.Background(), []byte("user"), []byte("user\xff"), false)
 }
 
 // Settle waits until no compaction runs and none has started for a second.
