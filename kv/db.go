@@ -47,6 +47,7 @@ type DB struct {
 	mem        *memEntry
 	imm        []*memEntry // full memtables, oldest first; replaced, never mutated
 	current    *version
+	rs         *readState // what reads see; see loadReadState
 	logNum     uint64
 	snapshots  map[*Snapshot]struct{}
 	closing    bool
@@ -207,6 +208,7 @@ func (db *DB) recover() error {
 		db.logNum = st.logNum
 		db.mem = &memEntry{mt: mt}
 		db.current = db.newVersion(levels)
+		db.newReadStateLocked()
 		return nil
 	}
 
@@ -241,6 +243,7 @@ func (db *DB) recover() error {
 	db.logNum = walNum
 	db.mem = &memEntry{mt: memtable.New(), walNum: walNum}
 	db.current = db.newVersion(levels)
+	db.newReadStateLocked()
 
 	// Delete files nothing refers to: old WALs and manifests, tables (and
 	// their state files) of no version, temp files.
@@ -361,7 +364,9 @@ func (db *DB) logAndApply(edit *versionEdit, install func()) error {
 	if install != nil {
 		install()
 	}
+	oldRS := db.newReadStateLocked()
 	db.mu.Unlock()
+	releaseReadState(oldRS)
 	old.unref()
 	return nil
 }

@@ -17,7 +17,7 @@ import (
 // DB) to release the tables it pins.
 type Iterator struct {
 	db     *DB
-	rs     *readState
+	rs     readView
 	it     sstable.Iterator // merged internal iterator
 	lower  []byte
 	upper  []byte

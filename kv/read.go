@@ -4,41 +4,72 @@ import (
 	"bytes"
 	"slices"
 	"sort"
+	"sync/atomic"
 
 	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
 	"github.com/adaptkv/adaptkv/sstable"
 )
 
-// readState is what one read sees: the memtables (newest first) and a
-// referenced version, consistent with seq.
+// readState is what reads see: the memtables (newest first) and a
+// referenced version. The DB keeps the current one (db.rs) and replaces it
+// whenever a memtable switches or a version is installed; a read takes a
+// reference instead of copying the structures.
 type readState struct {
+	refs atomic.Int32
 	mems []*memtable.MemTable
 	v    *version
-	seq  uint64 // versions with Seq < seq are visible
 }
 
-// loadReadState captures the current memtables and version. seq 0 means the
-// latest state. The sequence number is read before the structures: every
-// write below it is then in a captured memtable or in the version (a flush
-// moves data from one to the other in one critical section).
-func (db *DB) loadReadState(seq uint64) *readState {
+// readView is a readState at a sequence number: versions with Seq < seq
+// are visible.
+type readView struct {
+	*readState
+	seq uint64
+}
+
+// loadReadState returns a referenced view of the current state. seq 0 means
+// the latest state. The sequence number is read before the structures:
+// every write below it is then in a captured memtable or in the version (a
+// flush moves data from one to the other in one critical section).
+func (db *DB) loadReadState(seq uint64) readView {
 	if seq == 0 {
 		seq = db.lastSeq.Load() + 1
 	}
 	db.mu.Lock()
-	rs := &readState{seq: seq, v: db.current}
+	rs := db.rs
+	rs.refs.Add(1)
+	db.mu.Unlock()
+	return readView{rs, seq}
+}
+
+func (rs *readState) release() {
+	if rs.refs.Add(-1) == 0 {
+		rs.v.unref()
+	}
+}
+
+// newReadStateLocked makes db.rs reflect db.mem, db.imm and db.current and
+// returns the previous one, which the caller releases after unlocking db.mu.
+func (db *DB) newReadStateLocked() *readState {
+	rs := &readState{v: db.current}
 	rs.v.ref()
+	rs.refs.Store(1)
 	rs.mems = make([]*memtable.MemTable, 0, 1+len(db.imm))
 	rs.mems = append(rs.mems, db.mem.mt)
 	for i := len(db.imm) - 1; i >= 0; i-- {
 		rs.mems = append(rs.mems, db.imm[i].mt)
 	}
-	db.mu.Unlock()
-	return rs
+	old := db.rs
+	db.rs = rs
+	return old
 }
 
-func (rs *readState) release() { rs.v.unref() }
+func releaseReadState(rs *readState) {
+	if rs != nil {
+		rs.release()
+	}
+}
 
 // Get returns a copy of the value of key, or an error wrapping ErrNotFound.
 func (db *DB) Get(key []byte) ([]byte, error) { return db.get(key, 0) }

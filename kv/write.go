@@ -213,7 +213,9 @@ func (db *DB) rotateMemtable() error {
 	db.mu.Lock()
 	db.imm = append(slices.Clone(db.imm), db.mem)
 	db.mem = &memEntry{mt: memtable.New(), walNum: num}
+	oldRS := db.newReadStateLocked()
 	db.flushCond.Signal()
 	db.mu.Unlock()
+	releaseReadState(oldRS)
 	return nil
 }
