@@ -3,6 +3,7 @@ package prefixfilter
 import (
 	"flag"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -59,6 +60,26 @@ func absentKeys() [][]byte {
 	return benchKeys.absent
 }
 
+// cpuTimer measures the benchmark goroutine's thread CPU time (see
+// threadCPUNanos) alongside the wall clock that ns/op reports.
+type cpuTimer struct{ start int64 }
+
+func startCPU(b *testing.B) cpuTimer {
+	runtime.LockOSThread()
+	b.ResetTimer()
+	return cpuTimer{threadCPUNanos()}
+}
+
+// stop reports cpu-ns per unit (per op, or per key when perOp > 1).
+func (c cpuTimer) stop(b *testing.B, perOp int, unit string) {
+	end := threadCPUNanos()
+	b.StopTimer()
+	runtime.UnlockOSThread()
+	if c.start >= 0 && end >= 0 {
+		b.ReportMetric(float64(end-c.start)/float64(b.N)/float64(perOp), unit)
+	}
+}
+
 // benchFilter is the common view of the two filters under test.
 type benchFilter struct {
 	mayContain func([]byte) bool
@@ -101,11 +122,12 @@ func BenchmarkBuild(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%s", bf.name, sizeName(n)), func(b *testing.B) {
 				keys := presentKeys(n)
 				b.ReportAllocs()
-				b.ResetTimer()
+				cpu := startCPU(b)
 				var f benchFilter
 				for i := 0; i < b.N; i++ {
 					f = bf.build(keys)
 				}
+				cpu.stop(b, n, "cpu-ns/key")
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/key")
 				b.ReportMetric(f.bits/float64(n), "bits/key")
 			})
@@ -129,25 +151,26 @@ func BenchmarkQuery(b *testing.B) {
 				keys := presentKeys(n)
 				f := get()
 				b.ReportAllocs()
-				b.ResetTimer()
+				cpu := startCPU(b)
 				for i := 0; i < b.N; i++ {
 					if !f.mayContain(keys[i&(n-1)]) {
 						b.Fatal("false negative")
 					}
 				}
+				cpu.stop(b, 1, "cpu-ns/op")
 			})
 			b.Run(fmt.Sprintf("negative/%s/%s", bf.name, sizeName(n)), func(b *testing.B) {
 				keys := absentKeys()
 				f := get()
 				b.ReportAllocs()
-				b.ResetTimer()
+				cpu := startCPU(b)
 				hits := 0
 				for i := 0; i < b.N; i++ {
 					if f.mayContain(keys[i&(benchQueryKeys-1)]) {
 						hits++
 					}
 				}
-				b.StopTimer()
+				cpu.stop(b, 1, "cpu-ns/op")
 				// Rate over a full pass of the absent keys, independent of b.N.
 				fp := 0
 				for _, k := range keys {
