@@ -185,3 +185,24 @@ func BenchmarkQuery(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecode measures Decode (checksum and full validation of every
+// bin) of a filter over 2^20 keys.
+func BenchmarkDecode(b *testing.B) {
+	f, err := BuildWithSeed(presentKeys(1<<20), 42)
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, err := f.MarshalBinary()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := Decode(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -202,22 +202,21 @@ func validatePD(pd []byte) (count int, overflowed bool, ok bool) {
 			return 0, false, false
 		}
 	}
-	// Walk the header: fingerprints must be strictly increasing.
+	// Visit the elements (the header's zeros): element i at header position
+	// pos has quotient pos-i. Fingerprints must be strictly increasing.
 	prev := -1
-	q, i := 0, 0
 	last := 0
-	for pos := 0; pos < numQuotients+t; pos++ {
-		if header>>uint(pos)&1 == 1 {
-			q++
-			continue
-		}
-		fp := q<<8 | int(pd[7+i])
+	elements := ^header & (1<<(numQuotients+uint(t)) - 1)
+	for i := 0; elements != 0; i++ {
+		pos := bits.TrailingZeros64(elements)
+		elements &= elements - 1
+		q := pos - i
+		fp := q<<8 | int(pd[(7+i)&31])
 		if fp <= prev {
 			return 0, false, false
 		}
 		prev = fp
 		last = q
-		i++
 	}
 	field := int(pd[0] & fieldMask)
 	switch {
