@@ -97,45 +97,6 @@ func selectBit(x uint64, k uint) uint {
 	return shift + uint(selectInByte[(k-before)&7][uint8(x>>shift)])
 }
 
-// pdContains reports whether the bin holds fingerprint (q, r). It is the
-// query cutoff of section 5.2.2 (Algorithm 3): the remainder is compared with
-// all 25 body bytes at once, eight per 64-bit lane (SWAR instead of AVX). No
-// match answers "no" (about 90% of negative queries); exactly one match is
-// checked against the header with a single popcount; only several matches
-// take the select path.
-func pdContains(pd []byte, q, r uint64) bool {
-	pd = pd[:binBytes:binBytes]
-	w0 := binary.LittleEndian.Uint64(pd[0:8])
-	w1 := binary.LittleEndian.Uint64(pd[8:16])
-	w2 := binary.LittleEndian.Uint64(pd[16:24])
-	w3 := binary.LittleEndian.Uint64(pd[24:32])
-	rep := r * byteOnes
-	z0 := zeroBytes(w0^rep) & w0BodyMask
-	z1 := zeroBytes(w1 ^ rep)
-	z2 := zeroBytes(w2 ^ rep)
-	z3 := zeroBytes(w3 ^ rep)
-	if z0|z1|z2|z3 == 0 {
-		return false
-	}
-	return pdMatches(w0, z0, z1, z2, z3, q)
-}
-
-// pdMatches finishes a query whose remainder matched at least one body byte:
-// z0..z3 are the zeroBytes masks of the four words (z0 restricted to byte 7)
-// and q the query's quotient.
-func pdMatches(w0, z0, z1, z2, z3, q uint64) bool {
-	// v: bit i set when body[i] == r.
-	v := (byteMask(z0) | byteMask(z1)<<8 | byteMask(z2)<<16 | byteMask(z3)<<24) >> 7
-	header := (w0 >> headerShift) & headerMask
-	if v&(v-1) == 0 {
-		// One match at body index i: it belongs to list q iff the header
-		// holds exactly q ones before position q+i and a zero at q+i.
-		w := v << q
-		return uint64(bits.OnesCount64(header&(w-1))) == q && header&w == 0
-	}
-	return listContains(header, q, v)
-}
-
 // listContains reports whether any match in v (bit i: body[i] matched) lies
 // in list q of the header, finding the list's body range with select.
 func listContains(header, q, v uint64) bool {
@@ -150,39 +111,8 @@ func listContains(header, q, v uint64) bool {
 	return v&(1<<end-1)>>start<<start != 0
 }
 
-// pdMax returns the bin's maximum fingerprint when it has overflowed and a
-// value above every fingerprint (at least 32<<8) when it has not.
-func pdMax(pd []byte) uint64 {
-	pd = pd[:binBytes:binBytes]
-	return uint64(pd[0]&fieldMask)<<8 | uint64(pd[31])
-}
-
-// writePD encodes sorted, distinct fingerprints fps (at most binCapacity)
-// into pd. overflowed marks a bin that forwarded larger fingerprints to the
-// spare; then len(fps) must be binCapacity.
-func writePD(pd []byte, fps []uint16, overflowed bool) {
-	pd = pd[:binBytes:binBytes]
-	var zeros uint64
-	for i, fp := range fps {
-		zeros |= 1 << (uint(fp>>8) + uint(i))
-		pd[7+i] = byte(fp)
-	}
-	for i := len(fps); i < binCapacity; i++ {
-		pd[7+i] = 0
-	}
-	header := (uint64(1)<<(numQuotients+uint(len(fps))) - 1) &^ zeros
-	field := uint64(binNotOverflowed)
-	if overflowed {
-		field = uint64(fps[binCapacity-1] >> 8)
-	}
-	w0 := field | header<<headerShift
-	for i := 0; i < 7; i++ {
-		pd[i] = byte(w0 >> (8 * i))
-	}
-}
-
-// validatePD checks that pd is exactly what writePD produces for some sorted
-// set of distinct fingerprints. It returns the number of fingerprints and
+// validatePD checks that pd is exactly what layoutBin produces for some set
+// of fingerprints. It returns the number of fingerprints and
 // whether the bin overflowed.
 func validatePD(pd []byte) (count int, overflowed bool, ok bool) {
 	pd = pd[:binBytes:binBytes]

@@ -9,6 +9,62 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// writePD is the reference encoder the build's layoutBin is checked
+// against: it encodes sorted, distinct fingerprints fps (at most
+// binCapacity) into pd; overflowed marks a bin that forwarded larger
+// fingerprints to the spare, and then len(fps) must be binCapacity.
+func writePD(pd []byte, fps []uint16, overflowed bool) {
+	pd = pd[:binBytes:binBytes]
+	var zeros uint64
+	for i, fp := range fps {
+		zeros |= 1 << (uint(fp>>8) + uint(i))
+		pd[7+i] = byte(fp)
+	}
+	for i := len(fps); i < binCapacity; i++ {
+		pd[7+i] = 0
+	}
+	header := (uint64(1)<<(numQuotients+uint(len(fps))) - 1) &^ zeros
+	field := uint64(binNotOverflowed)
+	if overflowed {
+		field = uint64(fps[binCapacity-1] >> 8)
+	}
+	w0 := field | header<<headerShift
+	for i := 0; i < 7; i++ {
+		pd[i] = byte(w0 >> (8 * i))
+	}
+}
+
+// sortUnique is the reference sort: it rewrites run as its sorted distinct
+// values through the same bitmap as layoutBin.
+func (s *fingerprintSet) sortUnique(run []uint16) []uint16 {
+	lo, hi := s.fill(run)
+	k := 0
+	for half, sm := range [2]uint64{lo, hi} {
+		for ; sm != 0; sm &= sm - 1 {
+			w := half<<6 | bits.TrailingZeros64(sm)
+			x := s.words[w&127]
+			s.words[w&127] = 0
+			for ; x != 0; x &= x - 1 {
+				run[k] = uint16(w<<6 | bits.TrailingZeros64(x))
+				k++
+			}
+		}
+	}
+	return run[:k]
+}
+
+// pdContains queries a lone bin through the production query code.
+func pdContains(pd []byte, q, r uint64) bool {
+	f := &Filter{bins: pd, numBins: 1}
+	return f.contains(0, q<<8|r)
+}
+
+// pdMax returns the bin's maximum fingerprint when it has overflowed and a
+// value above every fingerprint (at least 32<<8) when it has not.
+func pdMax(pd []byte) uint64 {
+	return uint64(pd[0]&fieldMask)<<8 | uint64(pd[31])
+}
+
 func TestByteMaskAllPatterns(t *testing.T) {
 	for p := 0; p < 256; p++ {
 		var z uint64

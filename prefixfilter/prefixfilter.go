@@ -81,6 +81,12 @@ func (f *Filter) MayContain(key []byte) bool {
 	h1, h2 := murmur128(key, f.hashSeed)
 	fp := (uint64(uint32(h2)) * fingerprintRange) >> 32
 	b, _ := bits.Mul64(h1&^qrMask, f.numBins)
+	return f.contains(b, fp)
+}
+
+// contains reports whether fingerprint fp (quotient fp>>8, remainder
+// fp&0xff) may be stored for bin b.
+func (f *Filter) contains(b, fp uint64) bool {
 	pd := f.bins[b*binBytes : b*binBytes+binBytes : b*binBytes+binBytes]
 	w0 := binary.LittleEndian.Uint64(pd[0:8])
 	w3 := binary.LittleEndian.Uint64(pd[24:32])
@@ -89,8 +95,9 @@ func (f *Filter) MayContain(key []byte) bool {
 		// prefix invariant only the spare can hold fp (section 4.1).
 		return spareContains(f.spare, f.spareBlocks, b*fingerprintRange+fp, f.spareSeed)
 	}
-	// pdContains inlined by hand. The query cutoff of section 5.2.2: about
-	// 90% of negative queries end at the first return.
+	// The query cutoff of section 5.2.2 (Algorithm 3): the remainder is
+	// compared with all 25 body bytes at once, eight per 64-bit lane (SWAR
+	// instead of AVX). No match answers "no" (about 90% of negative queries).
 	w1 := binary.LittleEndian.Uint64(pd[8:16])
 	w2 := binary.LittleEndian.Uint64(pd[16:24])
 	rep := (fp & 0xff) * byteOnes
@@ -101,14 +108,18 @@ func (f *Filter) MayContain(key []byte) bool {
 	if z0|z1|z2|z3 == 0 {
 		return false
 	}
-	// pdMatches, inlined by hand for the common single match.
+	// v: bit i set when body[i] matched.
 	v := (byteMask(z0) | byteMask(z1)<<8 | byteMask(z2)<<16 | byteMask(z3)<<24) >> 7
 	header := (w0 >> headerShift) & headerMask
 	q := fp >> 8
 	if v&(v-1) == 0 {
+		// One match at body index i: it belongs to list q iff the header
+		// holds exactly q ones before position q+i and a zero at q+i. One
+		// popcount, no select.
 		w := v << q
 		return uint64(bits.OnesCount64(header&(w-1))) == q && header&w == 0
 	}
+	// Several matches (about 5% of the matching queries): select.
 	return listContains(header, q, v)
 }
 
@@ -384,24 +395,6 @@ func (s *fingerprintSet) fill(run []uint16) (lo, hi uint64) {
 		lo |= bit &^ upper
 	}
 	return lo, hi
-}
-
-// sortUnique rewrites run as its sorted distinct values and returns them.
-func (s *fingerprintSet) sortUnique(run []uint16) []uint16 {
-	lo, hi := s.fill(run)
-	k := 0
-	for half, sm := range [2]uint64{lo, hi} {
-		for ; sm != 0; sm &= sm - 1 {
-			w := half<<6 | bits.TrailingZeros64(sm)
-			x := s.words[w&127]
-			s.words[w&127] = 0
-			for ; x != 0; x &= x - 1 {
-				run[k] = uint16(w<<6 | bits.TrailingZeros64(x))
-				k++
-			}
-		}
-	}
-	return run[:k]
 }
 
 // layoutBin writes bin b into pd, which must be zeroed, from its

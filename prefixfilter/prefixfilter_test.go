@@ -168,13 +168,7 @@ func TestForcedOverflow(t *testing.T) {
 
 // containsPacked is MayContain for an already packed hash.
 func (f *Filter) containsPacked(h uint64) bool {
-	fp := h & qrMask
-	b := binOf(h, f.numBins)
-	pd := f.bins[b*binBytes : b*binBytes+binBytes]
-	if fp > pdMax(pd) {
-		return spareContains(f.spare, f.spareBlocks, b*fingerprintRange+fp, f.spareSeed)
-	}
-	return pdContains(pd, fp>>8, fp&0xff)
+	return f.contains(binOf(h, f.numBins), h&qrMask)
 }
 
 func TestPackedHashMatchesQuery(t *testing.T) {
