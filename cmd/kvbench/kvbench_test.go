@@ -41,7 +41,9 @@ func checkConsistent(t *testing.T, r *Result) {
 	require.Zero(t, r.StoredNotFound, "%s: stored keys not found", id)
 	require.Equal(t, r.Reads, r.Gets, "%s: gets = reads issued", id)
 	require.GreaterOrEqual(t, r.FilterChecks, r.FilterNegatives, id)
-	require.GreaterOrEqual(t, r.FilterChecks, r.FilterMaybes, id)
+	if r.FilterChecks > 0 { // "none" has no filter to check: it probes every candidate table
+		require.GreaterOrEqual(t, r.FilterChecks, r.FilterMaybes, id)
+	}
 	require.Positive(t, r.OpsPerSec, id)
 	require.LessOrEqual(t, r.P50us, r.P99us, id)
 	require.LessOrEqual(t, r.P99us, r.P999us, id)
@@ -237,4 +239,24 @@ func TestHistogramQuantiles(t *testing.T) {
 		i := bucketOf(v)
 		require.InDelta(t, float64(v), bucketMid(i), float64(v)*0.04+1, "v=%d", v)
 	}
+}
+
+// TestJSONToStdout: with -json - the JSON is all of stdout (the table goes
+// to stderr), and "none" (no filters) probes every candidate table.
+func TestJSONToStdout(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	args := []string{"-policies", "none", "-workloads", "negzipf", "-records", "3000", "-ops", "500",
+		"-calibrate", "200", "-memtable-size", "65536", "-target-file-size", "65536", "-json", "-", "-q"}
+	require.NoError(t, run(args, &stdout, &stderr), stderr.String())
+	var results []*Result
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &results), "stdout is only JSON")
+	require.Contains(t, stderr.String(), "== negzipf")
+	require.Len(t, results, 1)
+	r := results[0]
+	checkConsistent(t, r)
+	require.Equal(t, 1.0, r.Eps, "without filters every candidate table is a false positive")
+	// Every candidate table is probed and every probe is wasted.
+	require.InDelta(t, r.ChecksPerAbsentGet*float64(r.Reads), float64(*r.FalsePositiveProbes), 1e-6)
+	require.Equal(t, *r.FalsePositiveProbes, r.FilterMaybes)
+	require.Greater(t, r.ChecksPerAbsentGet, 1.0, "several tables per Get")
 }

@@ -158,6 +158,11 @@ func (r *runner) absentSalt(workload string) string {
 	return fmt.Sprintf("%s%d", workload, r.seed)
 }
 
+// candidates is the number of candidate tables a set of Gets considered:
+// the filter checks, or for a policy without filters ("none", which counts
+// no checks) the probes.
+func candidates(checks, probes uint64) uint64 { return max(checks, probes) }
+
 // calibrate measures eps and tables checked per Get on fresh keys: k absent
 // keys of their own universe, then k stored keys drawn uniformly.
 func (r *runner) calibrate(k int) (calibration, error) {
@@ -178,12 +183,16 @@ func (r *runner) calibrate(k int) (calibration, error) {
 		return c, err
 	}
 	d := m1.Sub(m0)
-	if d.FilterChecks > 0 {
-		// Every probe of an absent key is a false positive, so "maybes"
-		// are exact here even for a store without a probe split.
-		c.eps = float64(d.Maybes()) / float64(d.FilterChecks)
+	// Every probe of an absent key is a false positive, so "maybes" are
+	// exact here even for a store without a probe split.
+	maybes := d.Maybes()
+	if d.Known.ProbeSplit {
+		maybes = d.FalsePositiveProbes + d.TruePositiveProbes
 	}
-	c.checksPerAbsentGet = float64(d.FilterChecks) / float64(k)
+	if cand := candidates(d.FilterChecks, maybes); cand > 0 {
+		c.eps = float64(maybes) / float64(cand)
+		c.checksPerAbsentGet = float64(cand) / float64(k)
+	}
 
 	rng := rand.New(rand.NewPCG(workloadSeed(r.seed, "calibrate", 0), 2))
 	for i := 0; i < k; i++ {
@@ -203,7 +212,8 @@ func (r *runner) calibrate(k int) (calibration, error) {
 	if m2.Known.ProbeSplit {
 		d := m2.Sub(m1)
 		// Checks of tables that do not hold the key: all but the true positives.
-		c.fpChecksPerPresentGet = f64p(float64(d.FilterChecks-d.TruePositiveProbes) / float64(k))
+		cand := candidates(d.FilterChecks, d.FalsePositiveProbes+d.TruePositiveProbes)
+		c.fpChecksPerPresentGet = f64p(float64(cand-d.TruePositiveProbes) / float64(k))
 	}
 	return c, nil
 }
@@ -397,7 +407,7 @@ func fillCounters(res *Result, d Counters, cal calibration) {
 	res.Eps = cal.eps
 	res.ChecksPerAbsentGet = cal.checksPerAbsentGet
 	if absentOnly {
-		res.ChecksPerAbsentGet = float64(d.FilterChecks) / float64(res.Reads)
+		res.ChecksPerAbsentGet = float64(candidates(d.FilterChecks, res.FilterMaybes)) / float64(res.Reads)
 	}
 	res.FPChecksPerPresentGet = cal.fpChecksPerPresentGet
 	presentReads := res.Reads - res.AbsentReads
