@@ -3,6 +3,7 @@ package kv
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
@@ -92,4 +93,32 @@ func TestSnapshotSurvivesCompaction(t *testing.T) {
 	check(db.Get, "a", "v2")
 	check(db.Get, "b", "")
 	check(db.Get, "d", "v3")
+}
+
+// TestMetricsAfterReopen: the level shape and the filter size survive a
+// restart (tables are loaded by the background pass after Open).
+func TestMetricsAfterReopen(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := &Options{FS: fs, MemTableSize: 32 << 10, TargetFileSize: 16 << 10}
+	db, err := Open("db", opts)
+	require.NoError(t, err)
+	for i := 0; i < 5000; i++ {
+		require.NoError(t, db.Set(fmt.Appendf(nil, "k%05d", i), []byte("value"), NoSync))
+	}
+	require.NoError(t, db.Compact(nil, nil))
+	before := db.Metrics()
+	require.Positive(t, before.FilterBitsPerKey)
+	require.Positive(t, before.FilterMemoryBytes)
+	require.Greater(t, before.Levels[6].NumFiles, 1)
+	require.NoError(t, db.Close())
+
+	db, err = Open("db", opts)
+	require.NoError(t, err)
+	defer db.Close()
+	require.Eventually(t, func() bool {
+		return db.Metrics().FilterMemoryBytes == before.FilterMemoryBytes
+	}, 10*time.Second, 10*time.Millisecond)
+	after := db.Metrics()
+	require.Equal(t, before.Levels, after.Levels)
+	require.InDelta(t, before.FilterBitsPerKey, after.FilterBitsPerKey, 1e-9)
 }

@@ -135,7 +135,35 @@ func Open(dir string, opts *Options) (*DB, error) {
 		go db.compactLoop()
 		db.kickCompaction()
 	}
+	db.wg.Add(1)
+	go db.warmTables()
 	return db, nil
+}
+
+// warmTables opens the live tables (up to MaxOpenFiles) in the background
+// after Open, so that their filters are loaded before the first reads and
+// Metrics reports the filter size of the whole store.
+func (db *DB) warmTables() {
+	defer db.wg.Done()
+	v := db.currentVersion()
+	defer v.unref()
+	n := 0
+	for _, ts := range v.levels {
+		for _, t := range ts {
+			if n >= db.opts.MaxOpenFiles {
+				return
+			}
+			select {
+			case <-db.closeCh:
+				return
+			default:
+			}
+			if h, err := db.tc.get(t.FileNum); err == nil {
+				db.tc.release(h)
+			}
+			n++
+		}
+	}
 }
 
 func (db *DB) allocFileNum() uint64 { return db.nextFileNum.Add(1) - 1 }

@@ -31,8 +31,9 @@
 // in-memory filter, probes the table on "maybe", and on a false positive
 // adapts the filter; the first version found (value or tombstone) ends the
 // read. Tables are opened through a table cache bounded by MaxOpenFiles that
-// shares one Pebble block cache; a table's adaptive filter state is saved
-// when the cache closes it and on Close. Iterators merge the memtables and
+// shares one Pebble block cache (new tables are opened when written, and
+// existing ones by a background pass after Open); a table's adaptive filter
+// state is saved when the cache closes it and on Close. Iterators merge the memtables and
 // tables (compaction.NewMergingIter) and see an implicit snapshot.
 //
 // # Filter policy

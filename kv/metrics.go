@@ -34,8 +34,9 @@ type Metrics struct {
 	// RemoteReads counts reads of the tables' remote representations.
 	RemoteReads uint64
 	// FilterBitsPerKey is the in-memory filter size per key over the live
-	// tables whose filter has been loaded since Open (new tables are loaded
-	// when written; older ones on first use).
+	// tables whose filter has been loaded since Open: new tables when they
+	// are written, existing ones by a background pass after Open (up to
+	// MaxOpenFiles) or on first use.
 	FilterBitsPerKey float64
 	// FilterMemoryBytes is the in-memory filter size of the live tables.
 	FilterMemoryBytes uint64
