@@ -105,6 +105,9 @@ SeekPrefixGE on an iterator with UseL6Filters (pebble's Get skips L6 filters),
 which positions every level, so it checks more filters per present key. Pebble
 does not split probes into true/false positives: FP is known only when every
 read is of an absent key; data-block reads and adaptation counters are n/a.
+adversary: ops/s counts Get time only (kvbench reads the store's counters
+around every Get to see false positives); final-round FP rate is FP probes
+per Get in the last round (above 1 when one key fools several tables).
 `
 
 // writeJSON writes the results as a JSON array, one object per (policy, workload).
