@@ -40,9 +40,12 @@ type Metrics struct {
 	FalsePositiveProbes uint64
 	// TruePositiveProbes counts table lookups that found some version of the key.
 	TruePositiveProbes uint64
-	// DataBlockReads counts blocks Pebble's reader fetched from the file
-	// after Open: block cache misses of data (and index) blocks.
+	// DataBlockReads counts data blocks Pebble's reader fetched from the
+	// file after Open (block cache misses; every data block load when the
+	// Reader has no cache). Counted at the file: reads at data block offsets.
 	DataBlockReads uint64
+	// IndexBlockReads counts index block reads from the file after Open.
+	IndexBlockReads uint64
 	// Adaptations counts successful Adapt calls on this reader.
 	Adaptations uint64
 	// Rebuilds counts block rebuilds done by the adaptive filter.
@@ -87,7 +90,6 @@ type Reader struct {
 	iters     []psst.Iterator
 	maxPooled int // idle iterators kept for reuse (see maxPooledIters)
 
-	baseReads       uint64
 	filterChecks    atomic.Uint64
 	filterNegatives atomic.Uint64
 	fpProbes        atomic.Uint64
@@ -148,7 +150,7 @@ func Open(fs vfs.FS, path string, opts ReaderOptions) (*Reader, error) {
 		_ = r.closeFiles()
 		return nil, err
 	}
-	r.baseReads = r.readable.reads.Load()
+	r.readable.counting.Store(true)
 	return r, nil
 }
 
@@ -158,6 +160,13 @@ func (r *Reader) loadFilter() error {
 	layout, err := r.pr.Layout()
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrCorrupt, r.path, err)
+	}
+	r.readable.indexOffsets = make(map[int64]struct{}, len(layout.Index)+1)
+	for _, h := range layout.Index {
+		r.readable.indexOffsets[int64(h.Offset)] = struct{}{}
+	}
+	if layout.TopIndex.Length > 0 {
+		r.readable.indexOffsets[int64(layout.TopIndex.Offset)] = struct{}{}
 	}
 	var bh psst.NamedBlockHandle
 	found := false
@@ -365,7 +374,8 @@ func (r *Reader) Metrics() Metrics {
 		FilterNegatives:     r.filterNegatives.Load(),
 		FalsePositiveProbes: r.fpProbes.Load(),
 		TruePositiveProbes:  r.tpProbes.Load(),
-		DataBlockReads:      r.readable.reads.Load() - r.baseReads,
+		DataBlockReads:      r.readable.dataReads.Load(),
+		IndexBlockReads:     r.readable.indexReads.Load(),
 		Adaptations:         r.adaptations.Load(),
 		AdaptErrors:         r.adaptErrors.Load(),
 	}
@@ -415,16 +425,27 @@ func (r *Reader) closeFiles() error {
 	return errors.Join(errs...)
 }
 
-// countingReadable counts the block reads Pebble's reader issues. Its read
-// handle is stateless and shared, so creating an iterator allocates nothing.
+// countingReadable counts the block reads Pebble's reader issues once the
+// table is open, telling index blocks (by their offsets, from the layout)
+// from data blocks. Its read handle is stateless and shared, so creating an
+// iterator allocates nothing.
 type countingReadable struct {
 	objstorage.Readable
-	reads atomic.Uint64
-	rh    objstorage.NoopReadHandle
+	rh           objstorage.NoopReadHandle
+	indexOffsets map[int64]struct{} // set before counting starts, then read-only
+	counting     atomic.Bool
+	dataReads    atomic.Uint64
+	indexReads   atomic.Uint64
 }
 
 func (c *countingReadable) ReadAt(ctx context.Context, p []byte, off int64) error {
-	c.reads.Add(1)
+	if c.counting.Load() {
+		if _, ok := c.indexOffsets[off]; ok {
+			c.indexReads.Add(1)
+		} else {
+			c.dataReads.Add(1)
+		}
+	}
 	return c.Readable.ReadAt(ctx, p, off)
 }
 

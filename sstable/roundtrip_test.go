@@ -28,7 +28,7 @@ func fprBound(p float64, n int) float64 {
 
 func roundTripSizes() (keys, absent int) {
 	if testing.Short() {
-		return 20_000, 100_000
+		return 10_000, 50_000
 	}
 	return 100_000, 1_000_000
 }
@@ -56,7 +56,9 @@ func testRoundTrip(t *testing.T, name string) {
 	} else {
 		require.Equal(t, name, r.FilterKind())
 	}
+	require.Zero(t, r.Metrics().RemoteReads, "opening reads nothing of the remote")
 	checkAllStored(t, r, n)
+	require.Zero(t, r.Metrics().RemoteReads, "stored keys never touch the remote")
 
 	// Absent keys: the filter's false-positive rate.
 	// For adaptive filters each false positive is queried again right after
@@ -97,7 +99,15 @@ func testRoundTrip(t *testing.T, name string) {
 	require.Zero(t, m.AdaptErrors, "last: %v", r.LastAdaptError())
 	require.Positive(t, m.RemoteReads)
 	require.NotEmpty(t, fps)
-	require.GreaterOrEqual(t, float64(fixedAtOnce), 0.99*float64(len(fps)), "%d of %d fixed right after adaptation", fixedAtOnce, len(fps))
+	// A fixed key collides again with a re-drawn remainder with probability
+	// about 2^-r, so the unfixed share is held to that rate plus 4 binomial
+	// sigma; at the default size this is below the 1% the design promises.
+	unfixed := len(fps) - fixedAtOnce
+	require.LessOrEqual(t, float64(unfixed), fprBound(1.0/256, len(fps))*float64(len(fps)),
+		"%d of %d fixed right after adaptation", fixedAtOnce, len(fps))
+	if !testing.Short() {
+		require.GreaterOrEqual(t, float64(fixedAtOnce), 0.99*float64(len(fps)), "%d of %d fixed right after adaptation", fixedAtOnce, len(fps))
+	}
 	// Later adaptations may undo earlier fixes: a block rebuild (exAF's
 	// extension code overflowing, TAF's selector code) forgets the block's
 	// earlier fixes, so the whole set is held to the rebuild-free rate only
@@ -106,7 +116,7 @@ func testRoundTrip(t *testing.T, name string) {
 	stillFixed := countFalse(answers)
 	t.Logf("%s: %d false positives, %d fixed right after adaptation, %d still fixed after the whole run",
 		name, len(fps), fixedAtOnce, stillFixed)
-	minFixed := 0.99
+	minFixed := 1 - fprBound(1.0/256, len(fps)) // >= 0.99 at the default size
 	if m.Rebuilds > 0 {
 		minFixed = 0.9
 	}

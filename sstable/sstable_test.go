@@ -91,6 +91,11 @@ func TestWriteReadBasic(t *testing.T) {
 			require.NoError(t, r.Close())
 			_, _, err = r.Get(storedKey(0))
 			require.ErrorIs(t, err, ErrClosed)
+			_, _, _, err = r.GetInternal(storedKey(0), 1)
+			require.ErrorIs(t, err, ErrClosed)
+			_, err = r.NewIter(nil, nil)
+			require.ErrorIs(t, err, ErrClosed)
+			require.ErrorIs(t, r.SaveState(), ErrClosed)
 			require.ErrorIs(t, r.Close(), ErrClosed)
 		})
 	}
@@ -194,4 +199,70 @@ func TestBadInput(t *testing.T) {
 	_, err = fs.Stat("ab.sst")
 	require.Error(t, err)
 	require.ErrorIs(t, w.Abort(), ErrClosed)
+}
+
+// TestBlockReadCounters checks DataBlockReads against the lookups done:
+// without a cache every probe reads one index and one data block, a filter
+// negative reads nothing; with a warm cache repeated probes read nothing.
+func TestBlockReadCounters(t *testing.T) {
+	n := 20000
+	fs := vfs.NewMem()
+	writeTable(t, fs, "t.sst", mustPolicy(t, "bloom", 5), n)
+
+	r, err := Open(fs, "t.sst", ReaderOptions{})
+	require.NoError(t, err)
+	require.Zero(t, r.Metrics().DataBlockReads, "Open reads no data block")
+	for i := 0; i < 5000; i++ {
+		_, _, err := r.Get(absentKey(i))
+		require.NoError(t, err)
+		_, _, err = r.Get(storedKey(i))
+		require.NoError(t, err)
+	}
+	m := r.Metrics()
+	probes := m.FalsePositiveProbes + m.TruePositiveProbes
+	require.Equal(t, probes, m.DataBlockReads)
+	require.Equal(t, probes, m.IndexBlockReads)
+	require.Equal(t, m.FilterChecks, probes+m.FilterNegatives)
+	require.NoError(t, r.Close())
+
+	r, err = Open(fs, "t.sst", ReaderOptions{Cache: pebble.NewCache(16 << 20), FileNum: 9})
+	require.NoError(t, err)
+	for pass := 0; pass < 2; pass++ {
+		for i := 0; i < 5000; i++ {
+			_, _, err := r.Get(storedKey(i))
+			require.NoError(t, err)
+		}
+		if pass == 0 {
+			m = r.Metrics()
+			require.Positive(t, m.DataBlockReads)
+			require.Less(t, m.DataBlockReads, uint64(5000), "the cache serves repeated blocks")
+		}
+	}
+	require.Equal(t, m.DataBlockReads, r.Metrics().DataBlockReads, "a warm cache reads nothing")
+	require.NoError(t, r.Close())
+}
+
+// TestFilterBlockOnDisk checks what the reader relies on in Pebble's
+// writer: the filter block is stored uncompressed under
+// "fullfilter.adaptkv.<kind>", its handle excludes the 5-byte block trailer
+// (compression indicator 0 = none, then a 4-byte checksum), and for
+// adaptive kinds it holds header, local state and remote section.
+func TestFilterBlockOnDisk(t *testing.T) {
+	for _, name := range []string{"bloom", "taf"} {
+		fs := vfs.NewMem()
+		writeTable(t, fs, "t.sst", mustPolicy(t, name, 3), 3000)
+		off, length, h := filterPos(t, fs, "t.sst")
+		b := readAll(t, fs, "t.sst")
+		require.LessOrEqual(t, off+length+5, int64(len(b)))
+		require.Equal(t, byte(0), b[off+length], "filter block must be uncompressed")
+		block := b[off : off+length]
+		_, _, err := filterpolicy.VerifyBlock(block)
+		require.NoError(t, err)
+		require.Equal(t, name == "taf", h.HasRemote)
+		if h.HasRemote {
+			require.Equal(t, int(length), h.LocalEnd()+h.RemoteSize())
+		} else {
+			require.Equal(t, int(length), h.LocalEnd())
+		}
+	}
 }
