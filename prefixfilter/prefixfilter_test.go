@@ -389,3 +389,38 @@ func TestTenMillionKeys(t *testing.T) {
 	fp := countFalsePositives(g, 1_000_000, 'a', 1)
 	require.LessOrEqual(t, float64(fp)/1e6, fpBound(1_000_000))
 }
+
+// TestConcurrentBuilds builds from several goroutines at once (the builds
+// share a pool of scratch buffers) and compares with serial builds.
+func TestConcurrentBuilds(t *testing.T) {
+	const workers = 4
+	want := make([][]byte, workers)
+	sets := make([][][]byte, workers)
+	for w := range sets {
+		sets[w] = makeKeys(5000+w*3000, 's', uint64(w))
+		f, err := BuildWithSeed(sets[w], uint64(w))
+		require.NoError(t, err)
+		want[w], err = f.MarshalBinary()
+		require.NoError(t, err)
+	}
+	got := make([][]byte, workers)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for r := 0; r < 5; r++ {
+				f, err := BuildWithSeed(sets[w], uint64(w))
+				if err != nil {
+					return
+				}
+				got[w], _ = f.MarshalBinary()
+				if string(got[w]) != string(want[w]) {
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	require.Equal(t, want, got)
+}
