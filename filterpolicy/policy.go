@@ -2,6 +2,7 @@ package filterpolicy
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -152,9 +153,10 @@ func NewBloom(bitsPerKey int) Policy {
 
 // policy implements Policy for every registered kind.
 type policy struct {
-	kind KindCode
-	name string
-	opts Options
+	kind     KindCode
+	name     string
+	opts     Options
+	lastView atomic.Pointer[viewEntry] // see cachedView
 }
 
 var _ Policy = (*policy)(nil)
@@ -416,9 +418,12 @@ func (w *blockWriter) Finish(dst []byte) []byte {
 
 // viewCache maps a pebble-owned block (address, length, seed, checksum) to
 // its verified, decoded filter, so Pebble's per-query MayContain does not
-// re-verify the checksum each time. A view of a static filter reads the
-// bytes at that address, which are the block Pebble passed; an adaptive
-// filter is a decoded copy. The cache is cleared when it grows large.
+// re-verify the checksum (an O(size) pass) each time. A view of a static
+// filter reads the bytes at that address, which are the block Pebble
+// passed (a block at the same address with the same seed and checksum is
+// the same filter); an adaptive filter is a decoded copy. Views keep their
+// memory reachable, so the cache is cleared when it holds more than
+// viewCacheMaxEntries blocks or viewCacheMaxBytes bytes.
 type viewKey struct {
 	ptr  uintptr
 	n    int
@@ -428,34 +433,62 @@ type viewKey struct {
 }
 
 var (
-	viewCache     sync.Map
-	viewCacheSize atomic.Int64
+	viewCache      sync.Map
+	viewCacheCount atomic.Int64
+	viewCacheBytes atomic.Int64
 )
 
-const viewCacheMax = 4096
+const (
+	viewCacheMaxEntries = 4096
+	viewCacheMaxBytes   = 128 << 20
+)
+
+// viewEntry is a cached verification result: f is nil for a block that is
+// not a valid block of the policy's kind (queries answer "maybe").
+type viewEntry struct {
+	key viewKey
+	f   Filter
+}
 
 func (p *policy) cachedView(block []byte) Filter {
-	if len(block) < HeaderSize {
+	if len(block) < HeaderSize || KindCode(block[5]) != p.kind {
 		return nil
 	}
-	h, err := ParseHeader(block)
-	if err != nil || h.Kind != p.kind {
-		return nil
+	key := viewKey{
+		ptr:  uintptr(unsafe.Pointer(unsafe.SliceData(block))),
+		n:    len(block),
+		seed: binary.LittleEndian.Uint64(block[8:]),
+		crc:  binary.LittleEndian.Uint32(block[36:]),
+		kind: p.kind,
 	}
-	key := viewKey{ptr: uintptr(unsafe.Pointer(unsafe.SliceData(block))), n: len(block), seed: h.Seed, crc: h.Checksum, kind: h.Kind}
+	// Fast path: the block this policy saw last (one table's filter
+	// queried repeatedly).
+	if last := p.lastView.Load(); last != nil && last.key == key {
+		return last.f
+	}
+	var e *viewEntry
 	if v, ok := viewCache.Load(key); ok {
-		return v.(Filter)
+		e = v.(*viewEntry)
+	} else {
+		// Full verification (header, lengths, checksum) and decoding.
+		f, err := p.Open(block, noRemote{})
+		if err != nil {
+			f = nil
+		}
+		e = &viewEntry{key: key, f: f}
+		size := int64(len(block))
+		if f != nil && p.Adaptive() {
+			size = int64(f.SizeBytes())
+		}
+		if viewCacheCount.Add(1) > viewCacheMaxEntries || viewCacheBytes.Add(size) > viewCacheMaxBytes {
+			viewCache.Clear()
+			viewCacheCount.Store(1)
+			viewCacheBytes.Store(size)
+		}
+		viewCache.Store(key, e)
 	}
-	f, err := p.Open(block, noRemote{})
-	if err != nil {
-		return nil
-	}
-	if viewCacheSize.Add(1) > viewCacheMax {
-		viewCache.Clear()
-		viewCacheSize.Store(1)
-	}
-	viewCache.Store(key, f)
-	return f
+	p.lastView.Store(e)
+	return e.f
 }
 
 // noneFilter answers "maybe" for every key.
