@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
@@ -423,4 +424,44 @@ func TestConcurrentBuilds(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, want, got)
+}
+
+// TestPrefixInvariant recomputes every bin from the keys' hashes with a
+// plain reference (sort each bin's distinct fingerprints) and checks the
+// filter against it: each bin holds exactly the smallest 25 distinct
+// fingerprints mapped to it (section 4.1), is marked overflowed iff more
+// were mapped, and every forwarded fingerprint is in the spare.
+func TestPrefixInvariant(t *testing.T) {
+	n := 200_000
+	if testing.Short() {
+		n = 50_000
+	}
+	keys := makeKeys(n, 's', 77)
+	keys = append(keys, keys[:n/10]...) // some duplicates
+	f, err := BuildWithSeed(keys, 77)
+	require.NoError(t, err)
+
+	perBin := make([][]uint16, f.numBins)
+	for _, k := range keys {
+		h := packedHash(k, f.hashSeed)
+		b := binOf(h, f.numBins)
+		perBin[b] = append(perBin[b], uint16(h&qrMask))
+	}
+	forwarded := 0
+	for b, fps := range perBin {
+		slices.Sort(fps)
+		fps = slices.Compact(fps)
+		pd := f.bins[b*binBytes : b*binBytes+binBytes]
+		keep := min(len(fps), binCapacity)
+		require.Equal(t, fps[:keep], decodePD(pd), "bin %d", b)
+		count, over, ok := validatePD(pd)
+		require.True(t, ok)
+		require.Equal(t, keep, count)
+		require.Equal(t, len(fps) > binCapacity, over, "bin %d", b)
+		for _, fp := range fps[keep:] {
+			forwarded++
+			require.True(t, spareContains(f.spare, f.spareBlocks, uint64(b)*fingerprintRange+uint64(fp), f.spareSeed))
+		}
+	}
+	require.Equal(t, uint64(forwarded), binary.LittleEndian.Uint64(f.data[40:]))
 }
