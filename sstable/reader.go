@@ -181,6 +181,9 @@ func (r *Reader) loadFilter() error {
 	}
 	off, length := int64(bh.Handle.Offset), int64(bh.Handle.Length)
 	r.filterOff, r.filterLen = off, length
+	if length == 0 {
+		return nil // Pebble writes an empty filter block for a table without keys
+	}
 	if length < filterpolicy.HeaderSize || off < 0 || off+length > int64(r.tableSize) {
 		r.filterErr = fmt.Errorf("%w: filter block handle %d+%d out of range", filterpolicy.ErrCorruptBlock, off, length)
 		return nil

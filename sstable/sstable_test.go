@@ -266,3 +266,22 @@ func TestFilterBlockOnDisk(t *testing.T) {
 		}
 	}
 }
+
+func TestEmptyTable(t *testing.T) {
+	for _, name := range filterpolicy.Names() {
+		fs := vfs.NewMem()
+		info := writeTable(t, fs, "e.sst", mustPolicy(t, name, 1), 0)
+		require.Zero(t, info.NumEntries)
+		r, err := Open(fs, "e.sst", ReaderOptions{StatePath: "e.state"})
+		require.NoError(t, err, name)
+		require.NoError(t, r.FilterError(), name)
+		_, ok, err := r.Get([]byte("x"))
+		require.NoError(t, err)
+		require.False(t, ok)
+		it, err := r.NewIter(nil, nil)
+		require.NoError(t, err)
+		require.False(t, it.First())
+		require.NoError(t, it.Close())
+		require.NoError(t, r.Close())
+	}
+}
