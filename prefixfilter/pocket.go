@@ -47,6 +47,12 @@ func zeroBytes(x uint64) uint64 {
 	return ^(y | x | lowBits)
 }
 
+// hasZeroByte is non-zero iff some byte of x is zero (the high bits it sets
+// are exact only up to the lowest zero byte).
+func hasZeroByte(x uint64) uint64 {
+	return (x - byteOnes) &^ x & highBits
+}
+
 // byteMask packs the high bit of each byte of z (as produced by zeroBytes)
 // into the low 8 bits: bit j is set when byte j of z has its high bit set.
 func byteMask(z uint64) uint64 {

@@ -97,6 +97,7 @@ func TestZeroBytesExact(t *testing.T) {
 			}
 		}
 		require.Equal(t, want, zeroBytes(x), "x=%016x", x)
+		require.Equal(t, want != 0, hasZeroByte(x) != 0, "x=%016x", x)
 	}
 }
 

@@ -100,14 +100,17 @@ func (f *Filter) contains(b, fp uint64) bool {
 	// instead of AVX). No match answers "no" (about 90% of negative queries).
 	w1 := binary.LittleEndian.Uint64(pd[8:16])
 	w2 := binary.LittleEndian.Uint64(pd[16:24])
-	rep := (fp & 0xff) * byteOnes
+	r := fp & 0xff
+	rep := r * byteOnes
+	// hasZeroByte is exact about whether some byte is zero (its borrow
+	// only disturbs bytes above a zero byte); body[0] is the top byte of w0.
+	if hasZeroByte(w1^rep)|hasZeroByte(w2^rep)|hasZeroByte(w3^rep) == 0 && w0>>56 != r {
+		return false
+	}
 	z0 := zeroBytes(w0^rep) & w0BodyMask
 	z1 := zeroBytes(w1 ^ rep)
 	z2 := zeroBytes(w2 ^ rep)
 	z3 := zeroBytes(w3 ^ rep)
-	if z0|z1|z2|z3 == 0 {
-		return false
-	}
 	// v: bit i set when body[i] matched.
 	v := (byteMask(z0) | byteMask(z1)<<8 | byteMask(z2)<<16 | byteMask(z3)<<24) >> 7
 	header := (w0 >> headerShift) & headerMask
