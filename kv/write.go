@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -11,6 +12,7 @@ import (
 // commitReq is one writer waiting in the commit pipeline.
 type commitReq struct {
 	batch   *Batch
+	owned   bool // batch built by the DB: no copy needed
 	sync    bool
 	flush   bool        // switch the memtable (DB.Flush)
 	rotated []*memEntry // memtables a flush request must wait for
@@ -20,20 +22,20 @@ type commitReq struct {
 
 // Set writes key -> value (a copy). nil options mean Sync.
 func (db *DB) Set(key, value []byte, o *WriteOptions) error {
-	b := Batch{}
+	b := &Batch{data: make([]byte, batchHeaderLen, batchHeaderLen+len(key)+len(value)+1+2*binary.MaxVarintLen32)}
 	if err := b.Set(key, value); err != nil {
 		return err
 	}
-	return db.Apply(&b, o)
+	return db.applyOwned(b, o)
 }
 
 // Delete removes key. nil options mean Sync.
 func (db *DB) Delete(key []byte, o *WriteOptions) error {
-	b := Batch{}
+	b := &Batch{data: make([]byte, batchHeaderLen, batchHeaderLen+len(key)+1+binary.MaxVarintLen32)}
 	if err := b.Delete(key); err != nil {
 		return err
 	}
-	return db.Apply(&b, o)
+	return db.applyOwned(b, o)
 }
 
 // Apply commits the batch atomically (one WAL record; readers see all of it
@@ -50,6 +52,18 @@ func (db *DB) Apply(b *Batch, o *WriteOptions) error {
 		return nil
 	}
 	return db.commit(&commitReq{batch: b, sync: o.sync(), wake: make(chan bool, 1)})
+}
+
+// applyOwned commits a batch the DB built itself (Set, Delete): the
+// memtable may keep its bytes without a copy.
+func (db *DB) applyOwned(b *Batch, o *WriteOptions) error {
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	if db.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	return db.commit(&commitReq{batch: b, owned: true, sync: o.sync(), wake: make(chan bool, 1)})
 }
 
 // commit runs req through group commit: the first writer to arrive becomes
@@ -141,7 +155,7 @@ func (db *DB) commitGroup(group []*commitReq) {
 
 	seq := db.lastSeq.Load() + 1
 	sync := false
-	var batches []*Batch
+	var batches []*commitReq
 	for _, r := range group {
 		if r.batch == nil {
 			continue
@@ -153,7 +167,7 @@ func (db *DB) commitGroup(group []*commitReq) {
 			return
 		}
 		sync = sync || r.sync
-		batches = append(batches, r.batch)
+		batches = append(batches, r)
 	}
 	if len(batches) == 0 {
 		return
@@ -167,8 +181,11 @@ func (db *DB) commitGroup(group []*commitReq) {
 		return
 	}
 	mt := db.mem.mt
-	for _, b := range batches {
-		data := slices.Clone(b.data) // the memtable keeps slices into it
+	for _, r := range batches {
+		data := r.batch.data
+		if !r.owned {
+			data = slices.Clone(data) // the memtable keeps slices into it
+		}
 		_, _, _ = decodeBatch(data, func(seq uint64, e batchEntry) error {
 			mt.Add(sstable.InternalKey{UserKey: e.key, Seq: seq, Kind: e.kind}, e.value)
 			return nil
