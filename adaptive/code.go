@@ -176,6 +176,15 @@ func extInterval(r uint64, l uint8, x uint32) (lo, w uint64) {
 	return lo + uint64(x)*u, u
 }
 
+// extZeroRange[k] is the range left after coding k empty extensions.
+var extZeroRange = func() (z [65]uint64) {
+	z[0] = codeRange
+	for k := 1; k <= 64; k++ {
+		z[k] = extWidth0(z[k-1])
+	}
+	return
+}()
+
 // encodeExtensions codes the 64 extensions (lengths and bit patterns).
 func encodeExtensions(lens *[64]uint8, pats *[64]uint32) (code uint64, ok bool) {
 	low, r := uint64(0), codeRange
@@ -196,7 +205,29 @@ func encodeExtensions(lens *[64]uint8, pats *[64]uint32) (code uint64, ok bool) 
 // decodeExtensions decodes positions [0, n); see decodeSelectors.
 func decodeExtensions(code uint64, n int, lens *[64]uint8, pats *[64]uint32, full bool) bool {
 	v, r := code, codeRange
-	for i := 0; i < n; i++ {
+	i := 0
+	if !full {
+		// Skip the leading empty extensions in one step (see
+		// decodeSelectors).
+		lo, hi := 0, 64
+		for lo < hi {
+			mid := (lo + hi + 1) / 2
+			if code < extZeroRange[mid] {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		k := min(lo, n)
+		for j := 0; j < k; j++ {
+			lens[j], pats[j] = 0, 0
+		}
+		if k == n {
+			return true
+		}
+		i, r = lo, extZeroRange[lo]
+	}
+	for ; i < n; i++ {
 		if v == 0 && !full {
 			for j := i; j < n; j++ {
 				lens[j], pats[j] = 0, 0
