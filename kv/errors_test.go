@@ -158,3 +158,45 @@ func TestLockedOtherProcess(t *testing.T) {
 	require.NoError(t, err, "the lock dies with its process")
 	require.NoError(t, db.Close())
 }
+
+// TestReadOnly: a read-only open replays the WAL into memory, serves reads
+// and iterators, and leaves every file as it was.
+func TestReadOnly(t *testing.T) {
+	fs := vfs.NewMem()
+	db, err := Open("db", &Options{FS: fs, MemTableSize: 16 << 10})
+	require.NoError(t, err)
+	for i := 0; i < 2000; i++ {
+		require.NoError(t, db.Set(fmt.Appendf(nil, "k%05d", i), fmt.Appendf(nil, "v%d", i), NoSync))
+	}
+	require.NoError(t, db.Close()) // the last memtable stays in the WAL
+	listing := func() map[string]int64 {
+		names, err := fs.List("db")
+		require.NoError(t, err)
+		out := map[string]int64{}
+		for _, n := range names {
+			st, err := fs.Stat(fs.PathJoin("db", n))
+			require.NoError(t, err)
+			out[n] = st.Size()
+		}
+		return out
+	}
+	before := listing()
+	require.NotEmpty(t, walFiles(t, fs, "db"))
+	ro, err := Open("db", &Options{FS: fs, ReadOnly: true})
+	require.NoError(t, err)
+	for i := 0; i < 2000; i++ {
+		v, err := ro.Get(fmt.Appendf(nil, "k%05d", i))
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprintf("v%d", i), string(v))
+	}
+	it, err := ro.NewIter(nil)
+	require.NoError(t, err)
+	n := 0
+	for ok := it.Last(); ok; ok = it.Prev() {
+		n++
+	}
+	require.NoError(t, it.Close())
+	require.Equal(t, 2000, n)
+	require.NoError(t, ro.Close())
+	require.Equal(t, before, listing(), "a read-only open must not change files")
+}
