@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"path/filepath"
 
 	"github.com/adaptkv/adaptkv/adaptive"
 	"github.com/adaptkv/adaptkv/filterpolicy"
@@ -179,7 +178,7 @@ func writeFileAtomic(fs vfs.FS, path string, data []byte) (err error) {
 	if err = fs.Rename(tmp, path); err != nil {
 		return err
 	}
-	dir, derr := fs.OpenDir(filepath.Dir(path))
+	dir, derr := fs.OpenDir(fs.PathDir(path))
 	if derr != nil {
 		return derr
 	}
