@@ -94,6 +94,20 @@ func buildPrefix(keys [][]byte) benchFilter {
 	return benchFilter{mayContain: f.MayContain, bits: float64(f.SizeBytes() * 8)}
 }
 
+// buildPrefixIncremental builds through NewBuilder/Add/Finish, the path a
+// table writer that sees keys one at a time takes.
+func buildPrefixIncremental(keys [][]byte) benchFilter {
+	b := NewBuilder(42, 0)
+	for _, k := range keys {
+		b.Add(k)
+	}
+	f, err := b.Finish()
+	if err != nil {
+		panic(err)
+	}
+	return benchFilter{mayContain: f.MayContain, bits: float64(f.SizeBytes() * 8)}
+}
+
 var bloomPolicy = bloom.FilterPolicy(10)
 
 func buildBloom(keys [][]byte) benchFilter {
@@ -116,9 +130,17 @@ var benchFilters = []struct {
 	{"bloom10", buildBloom},
 }
 
+// buildOnly are extra build variants, not repeated in the query benchmarks.
+var buildOnly = []struct {
+	name  string
+	build func([][]byte) benchFilter
+}{
+	{"prefix-builder", buildPrefixIncremental},
+}
+
 func BenchmarkBuild(b *testing.B) {
 	for _, n := range benchSizes() {
-		for _, bf := range benchFilters {
+		for _, bf := range append(benchFilters[:len(benchFilters):len(benchFilters)], buildOnly...) {
 			b.Run(fmt.Sprintf("%s/%s", bf.name, sizeName(n)), func(b *testing.B) {
 				keys := presentKeys(n)
 				b.ReportAllocs()

@@ -181,12 +181,21 @@ func BuildWithSeed(keys [][]byte, seed uint64) (*Filter, error) {
 }
 
 // Builder accumulates keys one at a time. It keeps one 64-bit hash per key,
-// not the keys. A Builder is not safe for concurrent use.
+// not the keys, in pooled blocks (no copying as it grows). A Builder is not
+// safe for concurrent use.
 type Builder struct {
 	seed     uint64
 	hashSeed uint32
-	hashes   []uint64
+	blocks   []*hashBlock
+	n        int
 }
+
+// hashBlockLen is the number of hashes per Builder block (64 KiB).
+const hashBlockLen = 1 << 13
+
+type hashBlock [hashBlockLen]uint64
+
+var hashBlockPool = sync.Pool{New: func() any { return new(hashBlock) }}
 
 // NewBuilder returns a builder for a filter with the given seed; sizeHint is
 // the expected number of keys (0 if unknown).
@@ -194,40 +203,64 @@ func NewBuilder(seed uint64, sizeHint int) *Builder {
 	return &Builder{
 		seed:     seed,
 		hashSeed: hashSeedOf(seed),
-		hashes:   make([]uint64, 0, max(sizeHint, 0)),
+		blocks:   make([]*hashBlock, 0, (max(sizeHint, 0)+hashBlockLen-1)/hashBlockLen),
 	}
 }
 
 // Add adds key to the set; it keeps only the key's hash.
 func (b *Builder) Add(key []byte) {
-	b.hashes = append(b.hashes, packedHash(key, b.hashSeed))
+	i := b.n % hashBlockLen
+	if i == 0 {
+		b.blocks = append(b.blocks, hashBlockPool.Get().(*hashBlock))
+	}
+	b.blocks[len(b.blocks)-1][i] = packedHash(key, b.hashSeed)
+	b.n++
 }
 
 // Len returns the number of keys added since the builder was created or last
 // finished.
-func (b *Builder) Len() int { return len(b.hashes) }
+func (b *Builder) Len() int { return b.n }
 
 // Finish builds the filter over the keys added so far and resets the builder
 // (same seed) for another set.
 func (b *Builder) Finish() (*Filter, error) {
-	hashes := b.hashes
-	b.hashes = hashes[:0]
-	if uint64(len(hashes)) > MaxKeys {
-		return nil, fmt.Errorf("%w: %d > %d", ErrTooManyKeys, len(hashes), uint64(MaxKeys))
+	blocks, n := b.blocks, b.n
+	b.blocks, b.n = blocks[:0], 0
+	defer func() {
+		for i, blk := range blocks {
+			hashBlockPool.Put(blk)
+			blocks[i] = nil
+		}
+	}()
+	if uint64(n) > MaxKeys {
+		return nil, fmt.Errorf("%w: %d > %d", ErrTooManyKeys, n, uint64(MaxKeys))
 	}
-	return build(hashes, b.seed), nil
+	return buildGrouped(uint64(n), b.seed, func(g *grouping) {
+		for i, blk := range blocks {
+			for _, h := range blk[:min(hashBlockLen, n-i*hashBlockLen)] {
+				g.add(h)
+			}
+		}
+	}), nil
 }
 
-// build builds the filter from the packed hashes of a Builder.
+// build builds the filter from packed hashes.
 func build(hashes []uint64, seed uint64) *Filter {
-	n := uint64(len(hashes))
+	return buildGrouped(uint64(len(hashes)), seed, func(g *grouping) {
+		for _, h := range hashes {
+			g.add(h)
+		}
+	})
+}
+
+// buildGrouped builds a filter of n keys whose packed hashes fill feeds to
+// the grouping.
+func buildGrouped(n, seed uint64, fill func(g *grouping)) *Filter {
 	m := binsFor(n)
 	sc := getScratch()
 	defer scratchPool.Put(sc)
 	g := sc.grouping(m)
-	for _, h := range hashes {
-		g.add(h)
-	}
+	fill(g)
 	return layout(g, n, m, seed, sc)
 }
 

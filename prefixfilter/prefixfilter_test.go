@@ -465,3 +465,24 @@ func TestPrefixInvariant(t *testing.T) {
 	}
 	require.Equal(t, uint64(forwarded), binary.LittleEndian.Uint64(f.data[40:]))
 }
+
+// TestBuilderBlockBoundaries checks the Builder's block storage at and
+// around block boundaries, and its reuse after Finish.
+func TestBuilderBlockBoundaries(t *testing.T) {
+	b := NewBuilder(9, 0)
+	for _, n := range []int{0, 1, hashBlockLen - 1, hashBlockLen, hashBlockLen + 1, 3 * hashBlockLen} {
+		keys := makeKeys(n, 's', uint64(n))
+		f, err := BuildWithSeed(keys, 9)
+		require.NoError(t, err)
+		want, _ := f.MarshalBinary()
+		for _, k := range keys {
+			b.Add(k)
+		}
+		require.Equal(t, n, b.Len())
+		g, err := b.Finish()
+		require.NoError(t, err)
+		got, _ := g.MarshalBinary()
+		require.Equal(t, want, got, "n=%d", n)
+		requireAllPresent(t, g, keys)
+	}
+}
