@@ -11,5 +11,7 @@
 // OpenBlock report the problem as an error wrapping ErrCorruptBlock.
 //
 // Static filters are queried in place over the block bytes; adaptive ones
-// are decoded into memory (they change) and get the table's remote.
+// are decoded into memory (they change) and get the table's remote. Pebble
+// hands MayContain the raw block on every query, so the verified view of
+// each block is cached by address, seed and checksum.
 package filterpolicy

@@ -11,8 +11,11 @@
 //
 // A Reader's Get consults the in-memory filter first, does Pebble's point
 // lookup (a pooled iterator's SeekGE) on "maybe", and when no version of the
-// key is in the table, tells the filter to adapt. Every step is counted
-// (Metrics). The adaptive filter's state survives restarts in a state file
+// key is in the table, tells the filter to adapt (a failed adaptation is
+// counted, never fails the Get). Every step is counted (Metrics); block
+// reads are counted where Pebble's reader reads the file, so with a block
+// cache they are cache misses. The adaptive filter's state survives restarts in a state file
 // written atomically and bound to its table; a missing or bad one means the
 // table's pristine filter (StateError says why), never a false negative.
+// A corrupt filter block means no filter (FilterError says why).
 package sstable
