@@ -38,7 +38,9 @@ type Options struct {
 	// (tables in use by a read may exceed it briefly). Default 500.
 	MaxOpenFiles int
 	// ReadOnly opens the DB without writing: no WAL, flush or compaction;
-	// writes return ErrReadOnly. The WAL is replayed into memory.
+	// writes, Flush and Compact return ErrReadOnly. The WAL is replayed into
+	// memory. Adaptive filter state files are neither loaded nor saved (the
+	// tables' pristine filters are used and adapt in memory only).
 	ReadOnly bool
 	// FS is the file system; nil means vfs.Default. Tests use vfs.NewMem,
 	// vfs.NewCrashableMem or errorfs.
