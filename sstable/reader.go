@@ -188,14 +188,31 @@ func (r *Reader) loadFilter() error {
 		r.filterErr = fmt.Errorf("%w: filter block handle %d+%d out of range", filterpolicy.ErrCorruptBlock, off, length)
 		return nil
 	}
-	var hb [filterpolicy.HeaderSize]byte
-	if _, err := r.file.ReadAt(hb[:], off); err != nil {
-		return fmt.Errorf("%w: reading filter block header: %w", ErrCorrupt, err)
-	}
-	h, err := filterpolicy.ParseHeader(hb[:])
-	if err != nil {
-		r.filterErr = err
-		return nil
+	// A static policy's block is header and local state only: one read of
+	// the whole block. An adaptive one also holds the remote section, which
+	// stays on disk: read the header, then header and local state.
+	var block []byte
+	var h filterpolicy.Header
+	switch bh.Name {
+	case filterpolicy.MetaBlockName("bloom"), filterpolicy.MetaBlockName("fuse"),
+		filterpolicy.MetaBlockName("prefix"), filterpolicy.MetaBlockName("none"):
+		block = make([]byte, length)
+		if _, err := r.file.ReadAt(block, off); err != nil {
+			return fmt.Errorf("%w: reading filter block: %w", ErrCorrupt, err)
+		}
+		if h, err = filterpolicy.ParseHeader(block); err != nil {
+			r.filterErr = err
+			return nil
+		}
+	default:
+		var hb [filterpolicy.HeaderSize]byte
+		if _, err := r.file.ReadAt(hb[:], off); err != nil {
+			return fmt.Errorf("%w: reading filter block header: %w", ErrCorrupt, err)
+		}
+		if h, err = filterpolicy.ParseHeader(hb[:]); err != nil {
+			r.filterErr = err
+			return nil
+		}
 	}
 	want := int64(h.LocalEnd())
 	if h.HasRemote {
@@ -205,10 +222,13 @@ func (r *Reader) loadFilter() error {
 		r.filterErr = fmt.Errorf("%w: filter block length %d, header describes %d", filterpolicy.ErrCorruptBlock, length, want)
 		return nil
 	}
-	block := make([]byte, h.LocalEnd())
-	if _, err := r.file.ReadAt(block, off); err != nil {
-		return fmt.Errorf("%w: reading filter block: %w", ErrCorrupt, err)
+	if block == nil {
+		block = make([]byte, h.LocalEnd())
+		if _, err := r.file.ReadAt(block, off); err != nil {
+			return fmt.Errorf("%w: reading filter block: %w", ErrCorrupt, err)
+		}
 	}
+	block = block[:h.LocalEnd()]
 	if h.HasRemote {
 		r.remote = filterpolicy.NewBlockRemote(r.file, off, h)
 	}
