@@ -44,10 +44,11 @@ func (db *DB) compactLoop() {
 			default:
 			}
 			ran, err := db.compactOnce()
+			db.mu.Lock()
+			db.compactErr = err
+			db.stallCond.Broadcast()
+			db.mu.Unlock()
 			if err != nil {
-				db.mu.Lock()
-				db.compactErr = err
-				db.mu.Unlock()
 				break // retried after the next flush
 			}
 			if !ran {

@@ -122,3 +122,43 @@ func TestMetricsAfterReopen(t *testing.T) {
 	require.Equal(t, before.Levels, after.Levels)
 	require.InDelta(t, before.FilterBitsPerKey, after.FilterBitsPerKey, 1e-9)
 }
+
+// TestL0StopWrites: under a write burst, flushes wait for compactions once
+// L0 holds L0StopWritesThreshold tables, so L0 never grows past it.
+func TestL0StopWrites(t *testing.T) {
+	fs := vfs.NewMem()
+	db, err := Open("db", &Options{FS: fs, MemTableSize: 8 << 10, L0CompactionThreshold: 2, L0StopWritesThreshold: 3, MaxImmutableMemTables: 2})
+	require.NoError(t, err)
+	defer db.Close()
+	n := 20000
+	if testing.Short() {
+		n = 5000
+	}
+	done := make(chan struct{})
+	maxL0 := 0
+	go func() {
+		defer close(done)
+		for i := 0; i < n; i++ {
+			if err := db.Set(fmt.Appendf(nil, "k%07d", (i*7919)%n), []byte("some value bytes"), NoSync); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		case <-time.After(time.Millisecond):
+		}
+		maxL0 = max(maxL0, db.Metrics().Levels[0].NumFiles)
+	}
+	m := db.Metrics()
+	t.Logf("max L0 %d, flushes %d, compactions %d", maxL0, m.Flushes, m.Compactions)
+	require.LessOrEqual(t, maxL0, 3)
+	require.Positive(t, m.Flushes)
+	for i := 0; i < n; i++ {
+		_, err := db.Get(fmt.Appendf(nil, "k%07d", i))
+		require.NoError(t, err)
+	}
+}

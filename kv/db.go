@@ -392,6 +392,7 @@ func (db *DB) logAndApply(edit *versionEdit, install func()) error {
 	if install != nil {
 		install()
 	}
+	db.stallCond.Broadcast() // L0 may have shrunk: see flushLoop
 	oldRS := db.newReadStateLocked()
 	db.mu.Unlock()
 	releaseReadState(oldRS)
@@ -417,6 +418,17 @@ func (db *DB) flushLoop() {
 		db.mu.Lock()
 		for len(db.imm) == 0 && !db.closing && db.bgErr == nil {
 			db.flushCond.Wait()
+		}
+		if db.closing || db.bgErr != nil {
+			db.mu.Unlock()
+			return
+		}
+		// Too many L0 tables: wait for compactions (unless one failed:
+		// then flushing on beats stalling writers for good).
+		for len(db.current.levels[0]) >= db.opts.L0StopWritesThreshold &&
+			!db.closing && db.bgErr == nil && db.compactErr == nil {
+			db.kickCompaction()
+			db.stallCond.Wait()
 		}
 		if db.closing || db.bgErr != nil {
 			db.mu.Unlock()

@@ -29,6 +29,11 @@ type Options struct {
 	// L0CompactionThreshold is the number of L0 tables that triggers an L0
 	// compaction. Default 4.
 	L0CompactionThreshold int
+	// L0StopWritesThreshold is the number of L0 tables at which flushes wait
+	// for compactions (so writers stall once MaxImmutableMemTables fill up),
+	// bounding the L0 tables a read may check. Default max(12,
+	// 3*L0CompactionThreshold).
+	L0StopWritesThreshold int
 	// LevelSizeRatio is the size ratio between adjacent levels. Default 10.
 	LevelSizeRatio float64
 	// TargetFileSize is the size at which compaction outputs are split.
@@ -89,6 +94,8 @@ func (o *Options) withDefaults() (Options, error) {
 		return r, fmt.Errorf("%w: L0CompactionThreshold %d < 0", ErrInvalidOptions, r.L0CompactionThreshold)
 	case r.LevelSizeRatio < 0 || (r.LevelSizeRatio > 0 && r.LevelSizeRatio < 2):
 		return r, fmt.Errorf("%w: LevelSizeRatio %g must be >= 2", ErrInvalidOptions, r.LevelSizeRatio)
+	case r.L0StopWritesThreshold < 0:
+		return r, fmt.Errorf("%w: L0StopWritesThreshold %d < 0", ErrInvalidOptions, r.L0StopWritesThreshold)
 	case r.MaxOpenFiles < 0:
 		return r, fmt.Errorf("%w: MaxOpenFiles %d < 0", ErrInvalidOptions, r.MaxOpenFiles)
 	case r.MaxImmutableMemTables < 0:
@@ -105,6 +112,12 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.L0CompactionThreshold == 0 {
 		r.L0CompactionThreshold = 4
+	}
+	if r.L0StopWritesThreshold == 0 {
+		r.L0StopWritesThreshold = max(12, 3*r.L0CompactionThreshold)
+	}
+	if r.L0StopWritesThreshold < r.L0CompactionThreshold {
+		return r, fmt.Errorf("%w: L0StopWritesThreshold %d < L0CompactionThreshold %d", ErrInvalidOptions, r.L0StopWritesThreshold, r.L0CompactionThreshold)
 	}
 	if r.LevelSizeRatio == 0 {
 		r.LevelSizeRatio = 10
