@@ -486,3 +486,27 @@ func TestBuilderBlockBoundaries(t *testing.T) {
 		requireAllPresent(t, g, keys)
 	}
 }
+
+// TestChunkedBuildPath covers BuildWithSeed above fusedGroupingBins bins,
+// where it hashes in chunks before grouping: same bytes as the Builder, no
+// false negatives. Skipped with -short.
+func TestChunkedBuildPath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1.6M keys: run without -short")
+	}
+	n := int(fusedGroupingBins*95/4) + 3*hashBlockLen + 17
+	keys := makeKeys(n, 's', 5)
+	f, err := BuildWithSeed(keys, 5)
+	require.NoError(t, err)
+	require.Greater(t, f.numBins, uint64(fusedGroupingBins))
+	requireAllPresent(t, f, keys)
+	b := NewBuilder(5, n)
+	for _, k := range keys {
+		b.Add(k)
+	}
+	g, err := b.Finish()
+	require.NoError(t, err)
+	want, _ := f.MarshalBinary()
+	got, _ := g.MarshalBinary()
+	require.Equal(t, want, got)
+}
