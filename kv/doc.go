@@ -13,7 +13,8 @@
 // publishes the new sequence number, so readers see a batch entirely or not
 // at all. A memtable that reaches Options.MemTableSize is switched for a new
 // one with a new WAL and flushed to an L0 table in the background; writers
-// stall only while Options.MaxImmutableMemTables memtables wait.
+// stall only while Options.MaxImmutableMemTables memtables wait (flushes
+// themselves wait while L0 holds Options.L0StopWritesThreshold tables).
 //
 // The set of tables per level is a version; each change (flush, compaction)
 // is an edit appended to the MANIFEST with the same record framing and
