@@ -91,6 +91,12 @@ func encodeSelectors(sel *[64]uint8) (code uint64, ok bool) {
 // the remaining value is 0 (all later selectors are 0). ok is false when the
 // code is not a valid selector code.
 func decodeSelectors(code uint64, n int, out *[64]uint8, full bool) bool {
+	return decodeSelectorsFrom(code, 0, n, out, full)
+}
+
+// decodeSelectorsFrom is decodeSelectors for callers that only read
+// positions [from, n): it may leave out[0:from] unwritten.
+func decodeSelectorsFrom(code uint64, from, n int, out *[64]uint8, full bool) bool {
 	v, r := code, codeRange
 	i := 0
 	if !full {
@@ -107,20 +113,17 @@ func decodeSelectors(code uint64, n int, out *[64]uint8, full bool) bool {
 				hi = mid - 1
 			}
 		}
-		if lo >= n {
-			for j := 0; j < n; j++ {
-				out[j] = 0
-			}
-			return true
-		}
-		for j := 0; j < lo; j++ {
+		for j := from; j < min(lo, n); j++ {
 			out[j] = 0
+		}
+		if lo >= n {
+			return true
 		}
 		i, r = lo, selZeroRange[lo]
 	}
 	for ; i < n; i++ {
 		if v == 0 && !full {
-			for j := i; j < n; j++ {
+			for j := max(i, from); j < n; j++ {
 				out[j] = 0
 			}
 			return true
@@ -248,7 +251,21 @@ func decodeExtensions(code uint64, n int, lens *[64]uint8, pats *[64]uint32, ful
 				if u == 0 {
 					return false
 				}
-				x := v / u
+				var x uint64
+				if l <= 8 {
+					// Short patterns: find x = v/u bit by bit with
+					// multiplications (cheaper than a 64-bit division).
+					for bit := l; bit > 0; bit-- {
+						if c := x | 1<<(bit-1); c*u <= v {
+							x = c
+						}
+					}
+					if (x+1)*u <= v {
+						return false // v lies past the last pattern
+					}
+				} else {
+					x = v / u
+				}
 				if x >= 1<<l {
 					return false
 				}
@@ -264,4 +281,65 @@ func decodeExtensions(code uint64, n int, lens *[64]uint8, pats *[64]uint32, ful
 		}
 	}
 	return v < r
+}
+
+// extensionAt decodes only the extension at position pos (queries). ok is
+// false on an invalid code.
+func extensionAt(code uint64, pos int) (l uint8, pat uint32, ok bool) {
+	lo, hi := 0, 64
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if code < extZeroRange[mid] {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	if lo > pos {
+		return 0, 0, true
+	}
+	v, r := code, extZeroRange[lo]
+	for i := lo; i <= pos; i++ {
+		if v == 0 {
+			return 0, 0, true
+		}
+		w0 := extWidth0(r)
+		if v < w0 {
+			l, pat, r = 0, 0, w0
+			continue
+		}
+		v -= w0
+		found := false
+		for ll := uint(1); ll <= maxExtCode; ll++ {
+			blk := extLenBlock(r, ll)
+			if v < blk {
+				u := extUnit(r, ll)
+				if u == 0 {
+					return 0, 0, false
+				}
+				var x uint64
+				if ll <= 8 {
+					for bit := ll; bit > 0; bit-- {
+						if c := x | 1<<(bit-1); c*u <= v {
+							x = c
+						}
+					}
+				} else {
+					x = v / u
+				}
+				if x >= 1<<ll {
+					return 0, 0, false
+				}
+				v -= x * u
+				l, pat, r = uint8(ll), uint32(x), u
+				found = true
+				break
+			}
+			v -= blk
+		}
+		if !found {
+			return 0, 0, false
+		}
+	}
+	return l, pat, true
 }

@@ -352,7 +352,7 @@ func (f *qf) queryTAF(h2 uint64, start, end int) bool {
 			zero = code == 0
 			if !zero {
 				upto := min(end-b*64, 63) + 1
-				if !decodeSelectors(code, upto, &sels, false) {
+				if !decodeSelectorsFrom(code, max(start-b*64, 0), upto, &sels, false) {
 					return true
 				}
 			}
@@ -371,9 +371,6 @@ func (f *qf) queryTAF(h2 uint64, start, end int) bool {
 func (f *qf) queryExAF(h2 uint64, start, end int) bool {
 	want := h2 & f.remMask
 	ext := h2 >> f.r
-	var lens [64]uint8
-	var pats [64]uint32
-	cur := -1
 	for s := end; s >= start; s-- {
 		if f.remAt(s) != want {
 			continue
@@ -384,14 +381,8 @@ func (f *qf) queryExAF(h2 uint64, start, end int) bool {
 		if code == 0 {
 			return true
 		}
-		if b != cur {
-			cur = b
-			if !decodeExtensions(code, s-b*64+1, &lens, &pats, false) {
-				return true
-			}
-		}
-		l := lens[s&63]
-		if l == 0 || uint32(ext&(uint64(1)<<l-1)) == pats[s&63] {
+		l, pat, ok := extensionAt(code, s&63)
+		if !ok || extMatches(ext, l, pat) {
 			return true
 		}
 	}

@@ -287,3 +287,26 @@ func TestRemainderBits(t *testing.T) {
 		}
 	}
 }
+
+// TestExtensionAt: the single-position decoder agrees with the full one.
+func TestExtensionAt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for trial := 0; trial < 5000; trial++ {
+		var lens [64]uint8
+		var pats [64]uint32
+		for j := rng.IntN(8); j > 0; j-- {
+			i, l := rng.IntN(64), 1+rng.IntN(12)
+			lens[i], pats[i] = uint8(l), uint32(rng.Uint64()&(1<<l-1))
+		}
+		code, ok := encodeExtensions(&lens, &pats)
+		if !ok {
+			continue
+		}
+		for pos := 0; pos < 64; pos++ {
+			l, p, ok := extensionAt(code, pos)
+			require.True(t, ok)
+			require.Equal(t, lens[pos], l)
+			require.Equal(t, pats[pos], p)
+		}
+	}
+}
