@@ -466,9 +466,10 @@ func (s *fingerprintSet) layoutBin(pd []byte, run []uint16, b uint64, forwarded 
 	var zeros uint64
 	i := uint(0)
 	last := uint(0)
-	for half, sm := range [2]uint64{lo, hi} {
+	// Words 0-63 (summary lo), then 64-127 (summary hi; only 64-99 occur).
+	for base, sm := uint(0), lo; ; base, sm = 64, hi {
 		for ; sm != 0; sm &= sm - 1 {
-			w := uint(half<<6 | bits.TrailingZeros64(sm))
+			w := base | uint(bits.TrailingZeros64(sm))
 			x := s.words[w&127]
 			s.words[w&127] = 0
 			for ; x != 0; x &= x - 1 {
@@ -482,6 +483,9 @@ func (s *fingerprintSet) layoutBin(pd []byte, run []uint16, b uint64, forwarded 
 				}
 				i++
 			}
+		}
+		if base != 0 {
+			break
 		}
 	}
 	field := uint64(binNotOverflowed)
