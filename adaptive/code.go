@@ -63,6 +63,22 @@ func selInterval(r uint64, s uint8) (lo, w uint64) {
 	return 0, 0
 }
 
+// leadingZeroSymbols returns how many symbols at the start of code are 0,
+// the largest k with code < zr[k] (zr is decreasing and code < zr[0]): a
+// branch-free binary search.
+func leadingZeroSymbols(code uint64, zr *[65]uint64) int {
+	lo := 0
+	for step := 32; step > 0; step >>= 1 {
+		if code < zr[lo+step] {
+			lo += step
+		}
+	}
+	if code < zr[64] {
+		lo = 64
+	}
+	return lo
+}
+
 // selZeroRange[k] is the range left after coding k zero selectors.
 var selZeroRange = func() (z [65]uint64) {
 	z[0] = codeRange
@@ -104,15 +120,7 @@ func decodeSelectorsFrom(code uint64, from, n int, out *[64]uint8, full bool) bo
 		// from the same range, so the range after k zeros is the constant
 		// selZeroRange[k], and the first k symbols are all 0 exactly when
 		// code < selZeroRange[k].
-		lo, hi := 0, 64 // invariant: code < selZeroRange[lo]
-		for lo < hi {
-			mid := (lo + hi + 1) / 2
-			if code < selZeroRange[mid] {
-				lo = mid
-			} else {
-				hi = mid - 1
-			}
-		}
+		lo := leadingZeroSymbols(code, &selZeroRange)
 		for j := from; j < min(lo, n); j++ {
 			out[j] = 0
 		}
@@ -212,15 +220,7 @@ func decodeExtensions(code uint64, n int, lens *[64]uint8, pats *[64]uint32, ful
 	if !full {
 		// Skip the leading empty extensions in one step (see
 		// decodeSelectors).
-		lo, hi := 0, 64
-		for lo < hi {
-			mid := (lo + hi + 1) / 2
-			if code < extZeroRange[mid] {
-				lo = mid
-			} else {
-				hi = mid - 1
-			}
-		}
+		lo := leadingZeroSymbols(code, &extZeroRange)
 		k := min(lo, n)
 		for j := 0; j < k; j++ {
 			lens[j], pats[j] = 0, 0
@@ -286,15 +286,7 @@ func decodeExtensions(code uint64, n int, lens *[64]uint8, pats *[64]uint32, ful
 // extensionAt decodes only the extension at position pos (queries). ok is
 // false on an invalid code.
 func extensionAt(code uint64, pos int) (l uint8, pat uint32, ok bool) {
-	lo, hi := 0, 64
-	for lo < hi {
-		mid := (lo + hi + 1) / 2
-		if code < extZeroRange[mid] {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
+	lo := leadingZeroSymbols(code, &extZeroRange)
 	if lo > pos {
 		return 0, 0, true
 	}
