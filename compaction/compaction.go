@@ -1,8 +1,6 @@
 package compaction
 
 import (
-	"bytes"
-	"cmp"
 	"errors"
 
 	"github.com/adaptkv/adaptkv/sstable"
@@ -40,15 +38,3 @@ var (
 	// ErrCanceled reports a Run stopped through RunOptions.Cancel.
 	ErrCanceled = errors.New("compaction: canceled")
 )
-
-// compareInternal orders internal keys: user key ascending (bytes.Compare),
-// then sequence number descending, then kind descending.
-func compareInternal(a, b sstable.InternalKey) int {
-	if c := bytes.Compare(a.UserKey, b.UserKey); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(b.Seq, a.Seq); c != 0 {
-		return c
-	}
-	return cmp.Compare(b.Kind, a.Kind)
-}

@@ -22,7 +22,7 @@ func (e entry) String() string {
 }
 
 func sortEntries(es []entry) {
-	slices.SortStableFunc(es, func(a, b entry) int { return compareInternal(a.key, b.key) })
+	slices.SortStableFunc(es, func(a, b entry) int { return sstable.CompareInternalKeys(a.key, b.key) })
 }
 
 // sliceIter is an in-memory sstable.Iterator over entries sorted in
@@ -157,7 +157,7 @@ func (o *memOutput) Add(key sstable.InternalKey, value []byte) error {
 	if o.finished || o.aborted {
 		return errors.New("memOutput: Add after Finish/Abort")
 	}
-	if n := len(o.es); n > 0 && compareInternal(o.es[n-1].key, key) >= 0 {
+	if n := len(o.es); n > 0 && sstable.CompareInternalKeys(o.es[n-1].key, key) >= 0 {
 		return fmt.Errorf("memOutput: out of order: %v then %v", o.es[n-1].key, key)
 	}
 	if o.failAdd > 0 && len(o.es)+1 == o.failAdd {

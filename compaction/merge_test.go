@@ -172,7 +172,7 @@ func TestMergingIterRandomOps(t *testing.T) {
 			same := want == got && it.Error() == nil
 			if same && want {
 				e := model.es[model.pos]
-				same = compareInternal(e.key, it.Key()) == 0 && bytes.Equal(e.value, it.Value())
+				same = sstable.CompareInternalKeys(e.key, it.Key()) == 0 && bytes.Equal(e.value, it.Value())
 			}
 			if same {
 				continue

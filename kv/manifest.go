@@ -203,10 +203,10 @@ func applyEdit(levels [compaction.NumLevels][]*compaction.TableMeta, e *versionE
 			slices.SortFunc(ts, func(a, b *compaction.TableMeta) int { return cmpU64(a.FileNum, b.FileNum) })
 		} else {
 			slices.SortFunc(ts, func(a, b *compaction.TableMeta) int {
-				return compareInternal(a.Smallest, b.Smallest)
+				return sstable.CompareInternalKeys(a.Smallest, b.Smallest)
 			})
 			for i := 1; i < len(ts); i++ {
-				if compareInternal(ts[i-1].Largest, ts[i].Smallest) >= 0 {
+				if sstable.CompareInternalKeys(ts[i-1].Largest, ts[i].Smallest) >= 0 {
 					return out, fmt.Errorf("%w: tables %d and %d overlap in L%d", ErrCorruption, ts[i-1].FileNum, ts[i].FileNum, lvl)
 				}
 			}

@@ -4,11 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/adaptkv/adaptkv/compaction"
-	"github.com/adaptkv/adaptkv/kv/internal/memtable"
-	"github.com/adaptkv/adaptkv/sstable"
 )
-
-func compareInternal(a, b sstable.InternalKey) int { return memtable.Compare(a, b) }
 
 // version is an immutable set of tables per level. Readers (Gets, iterators,
 // compactions) hold a reference while they use it; a table file is deleted

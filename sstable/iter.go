@@ -1,5 +1,10 @@
 package sstable
 
+import (
+	"bytes"
+	"cmp"
+)
+
 // Kind is the kind of an internal key. The values match Pebble's
 // InternalKeyKind so keys pass through Pebble's sstable writer unchanged.
 type Kind uint8
@@ -48,4 +53,16 @@ type Iterator interface {
 	Error() error
 	// Close releases the iterator's resources and returns Error.
 	Close() error
+}
+
+// CompareInternalKeys orders internal keys: user key ascending (bytes.Compare),
+// then sequence number descending, then kind descending. It returns -1, 0 or +1.
+func CompareInternalKeys(a, b InternalKey) int {
+	if c := bytes.Compare(a.UserKey, b.UserKey); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(b.Seq, a.Seq); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.Kind, a.Kind)
 }

@@ -107,7 +107,7 @@ func (w *Writer) Add(key InternalKey, value []byte) error {
 	if key.Kind != KindSet && key.Kind != KindDelete {
 		return fmt.Errorf("%w: kind %d", ErrInvalidKey, key.Kind)
 	}
-	if w.n > 0 && compareInternal(w.last, key) >= 0 {
+	if w.n > 0 && CompareInternalKeys(w.last, key) >= 0 {
 		return fmt.Errorf("%w: %q#%d,%d after %q#%d,%d", ErrOutOfOrder,
 			key.UserKey, key.Seq, key.Kind, w.last.UserKey, w.last.Seq, w.last.Kind)
 	}
@@ -129,25 +129,6 @@ func (w *Writer) Add(key InternalKey, value []byte) error {
 	w.last = InternalKey{UserKey: w.lastBuf, Seq: key.Seq, Kind: key.Kind}
 	w.n++
 	return nil
-}
-
-// compareInternal orders internal keys: user key ascending, then sequence
-// number descending, then kind descending.
-func compareInternal(a, b InternalKey) int {
-	if c := bytes.Compare(a.UserKey, b.UserKey); c != 0 {
-		return c
-	}
-	switch {
-	case a.Seq > b.Seq:
-		return -1
-	case a.Seq < b.Seq:
-		return 1
-	case a.Kind > b.Kind:
-		return -1
-	case a.Kind < b.Kind:
-		return 1
-	}
-	return 0
 }
 
 // EstimatedSize is the approximate size of the table if closed now.

@@ -49,25 +49,6 @@ func New() *MemTable {
 	return m
 }
 
-// Compare orders internal keys: user key ascending, then sequence number
-// descending, then kind descending.
-func Compare(a, b sstable.InternalKey) int {
-	if c := bytes.Compare(a.UserKey, b.UserKey); c != 0 {
-		return c
-	}
-	switch {
-	case a.Seq > b.Seq:
-		return -1
-	case a.Seq < b.Seq:
-		return 1
-	case a.Kind > b.Kind:
-		return -1
-	case a.Kind < b.Kind:
-		return 1
-	}
-	return 0
-}
-
 func (m *MemTable) randomHeight() int {
 	// xorshift64*; only the writer touches rnd (under mu).
 	m.rnd ^= m.rnd >> 12
@@ -94,7 +75,7 @@ func (m *MemTable) Add(key sstable.InternalKey, value []byte) {
 	for lvl := h - 1; lvl >= 0; lvl-- {
 		for {
 			nx := x.next[lvl].Load()
-			if nx == nil || Compare(nx.key, key) >= 0 {
+			if nx == nil || sstable.CompareInternalKeys(nx.key, key) >= 0 {
 				break
 			}
 			x = nx
@@ -136,7 +117,7 @@ func (m *MemTable) findGE(key sstable.InternalKey) *node {
 	for lvl := int(m.height.Load()) - 1; lvl >= 0; lvl-- {
 		for {
 			nx := x.next[lvl].Load()
-			if nx == nil || Compare(nx.key, key) >= 0 {
+			if nx == nil || sstable.CompareInternalKeys(nx.key, key) >= 0 {
 				break
 			}
 			x = nx
@@ -151,7 +132,7 @@ func (m *MemTable) findLT(key sstable.InternalKey) *node {
 	for lvl := int(m.height.Load()) - 1; lvl >= 0; lvl-- {
 		for {
 			nx := x.next[lvl].Load()
-			if nx == nil || Compare(nx.key, key) >= 0 {
+			if nx == nil || sstable.CompareInternalKeys(nx.key, key) >= 0 {
 				break
 			}
 			x = nx

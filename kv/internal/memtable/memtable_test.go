@@ -27,7 +27,7 @@ func TestOrderAndGet(t *testing.T) {
 		m.Add(k, []byte(fmt.Sprint(seq)))
 		all = append(all, k)
 	}
-	slices.SortFunc(all, Compare)
+	slices.SortFunc(all, sstable.CompareInternalKeys)
 	require.Equal(t, len(all), m.Len())
 	it := m.NewIter()
 	i := 0
@@ -107,7 +107,7 @@ func TestConcurrentReaders(t *testing.T) {
 				cnt := 0
 				var prev sstable.InternalKey
 				for ok := it.First(); ok; ok = it.Next() {
-					if cnt > 0 && Compare(prev, it.Key()) >= 0 {
+					if cnt > 0 && sstable.CompareInternalKeys(prev, it.Key()) >= 0 {
 						t.Errorf("out of order: %v then %v", prev, it.Key())
 						return
 					}
