@@ -4,12 +4,12 @@
 // It loads the same YCSB data set (keys "user"+FNV-64 of the record number,
 // 100-byte values) into one adaptkv store per filter policy and into a Pebble
 // peer (a real pebble.DB with Pebble's bloom filter on every level), runs
-// YCSB workloads read from property files (testdata/workloads: core A-F plus
-// kvbench's negzipf, mixed and adversary, which read absent keys), and
-// prints per policy and workload: throughput, latency percentiles, filter
-// checks and table probes per Get, false-positive probes per 1k Gets, data
-// block reads, filter memory, adaptations, and a lower bound on the false
-// positives an ideal adaptive filter would pay. Every count is a delta of the
+// YCSB workloads read from property files (core A-F plus kvbench's negzipf,
+// mixed and adversary, which read absent keys), and prints per policy and
+// workload: throughput, latency percentiles, filter checks and table probes
+// per Get, false-positive probes per 1k Gets, data block reads, filter
+// memory, adaptations, and a lower bound on the false positives an ideal
+// adaptive filter would pay. Every count is a delta of the
 // store's own counters around the run phase, never an estimate.
 //
 // The tree every store gets: 80% of the records bulk-loaded and compacted
@@ -27,6 +27,12 @@
 // Q adversarysubrounds times, and only keys that were a false positive in a
 // round stay in Q. A false positive is read from the store's
 // false_positive_probes counter across the Get.
+//
+// The built-in workloads are the files in the module's testdata/workloads,
+// compiled into the binary (package internal/ycsb embeds a copy that a test
+// keeps byte-identical), so "go install ./cmd/kvbench" gives a kvbench that
+// runs from any directory. A -workloads entry that names an existing file is
+// read from that file instead.
 //
 // Run "go run ./cmd/kvbench -h" for the flags.
 package main

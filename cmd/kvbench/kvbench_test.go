@@ -260,3 +260,44 @@ func TestJSONToStdout(t *testing.T) {
 	require.Equal(t, *r.FalsePositiveProbes, r.FilterMaybes)
 	require.Greater(t, r.ChecksPerAbsentGet, 1.0, "several tables per Get")
 }
+
+// TestBuiltinWorkloadsOutsideModule runs kvbench from a directory outside
+// the source tree, as an installed binary would be: the built-in workloads
+// come from the embedded copies, and a file in the working directory wins
+// over a built-in of the same name.
+func TestBuiltinWorkloadsOutsideModule(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir) // os.Chdir, restored when the test ends
+	_, err := os.Stat(filepath.Join("testdata", "workloads"))
+	require.True(t, os.IsNotExist(err), "the temporary directory has no testdata")
+
+	_, results, table := runJSON(t, "-policies", "fake,bloom", "-workloads", "c,negzipf,adversary",
+		"-records", "2000", "-ops", "300", "-calibrate", "200",
+		"-memtable-size", "65536", "-target-file-size", "65536")
+	require.Len(t, results, 2*3)
+	got := map[string]bool{}
+	for _, r := range results {
+		checkConsistent(t, r)
+		got[r.Workload] = true
+		require.Equal(t, uint64(2000), r.Records)
+	}
+	require.Equal(t, map[string]bool{"workloadc": true, "negzipf": true, "adversary": true}, got)
+	require.Contains(t, table, "== adversary")
+
+	// Without -records the record count is the first built-in's recordcount.
+	ws, err := loadWorkloads("a,b,c,d,e,f,negzipf,mixed,adversary")
+	require.NoError(t, err)
+	require.Len(t, ws, 9)
+	require.Equal(t, uint64(500000), ws[0].RecordCount)
+
+	// An existing file named like a built-in is read instead of the built-in.
+	require.NoError(t, os.WriteFile("negzipf", []byte("name=localneg\nrecordcount=1500\nreadproportion=1\nnegativeproportion=1\n"), 0o644))
+	ws, err = loadWorkloads("negzipf")
+	require.NoError(t, err)
+	require.Equal(t, "localneg", ws[0].Name)
+	require.Equal(t, uint64(1500), ws[0].RecordCount)
+
+	var out bytes.Buffer
+	err = run([]string{"-workloads", "workloadz", "-q"}, &out, &out)
+	require.ErrorContains(t, err, "not a built-in workload")
+}

@@ -52,9 +52,12 @@ readproportion, updateproportion, insertproportion, scanproportion,
 readmodifywriteproportion, requestdistribution=zipfian|uniform|latest,
 maxscanlength, fieldcount, fieldlength) with kvbench's extensions
 (negativeproportion, negativedistribution, negativeuniverse, adversary,
-adversaryqueries, adversarysubrounds, adversarymaxrounds). A name is looked up
-in testdata/workloads/ (workloada..workloadf or a..f, negzipf, mixed,
-adversary); anything else is a file path.
+adversaryqueries, adversarysubrounds, adversarymaxrounds). Each -workloads
+entry is a property file if that path exists, else a built-in workload:
+workloada..workloadf (or a..f), negzipf, mixed, adversary. The built-ins are
+compiled into kvbench (copies of the module's testdata/workloads), so an
+installed binary runs from any directory; to change one, copy it from
+testdata/workloads, edit it and pass its path.
 
 Flags:
 `
@@ -86,7 +89,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	fs.StringVar(&o.policies, "policies", "", "comma-separated policies (default: every filterpolicy name but none, plus pebble)")
 	fs.StringVar(&o.workloads, "workloads", defaultWorkloads, "comma-separated workload names or property-file paths")
-	fs.Uint64Var(&o.records, "records", defaultRecords, "records to load (default: the first workload's recordcount; the shipped files say 500000)")
+	fs.Uint64Var(&o.records, "records", defaultRecords, "records to load (default: the first workload's recordcount; the built-in workloads say 500000)")
 	fs.Uint64Var(&o.ops, "ops", 0, "operations per workload (0: each file's operationcount); the adversary then starts with ops/adversarysubrounds keys")
 	fs.IntVar(&o.threads, "threads", 1, "worker threads for load and mixed workloads (the adversary is single-threaded)")
 	fs.IntVar(&o.bits, "bits", 10, "bits/key of the bloom policy and of the Pebble peer's bloom filter")
@@ -371,11 +374,7 @@ func loadWorkloads(list string) ([]*ycsb.Workload, error) {
 		if name == "" {
 			continue
 		}
-		path, err := resolveWorkload(name)
-		if err != nil {
-			return nil, err
-		}
-		w, err := ycsb.ParseFile(path)
+		w, err := loadWorkload(name)
 		if err != nil {
 			return nil, err
 		}
@@ -395,38 +394,20 @@ func loadWorkloads(list string) ([]*ycsb.Workload, error) {
 	return out, nil
 }
 
-// resolveWorkload maps a name to a property file: an existing path, or a
-// shipped workload in testdata/workloads of the module (searched from the
-// working directory upwards).
-func resolveWorkload(name string) (string, error) {
+// loadWorkload parses one -workloads entry: an existing file wins; otherwise
+// the name must be a built-in workload, whose property file is embedded in
+// the binary (a copy of the module's testdata/workloads), so an installed
+// kvbench needs no source tree.
+func loadWorkload(name string) (*ycsb.Workload, error) {
 	if st, err := os.Stat(name); err == nil && !st.IsDir() {
-		return name, nil
+		return ycsb.ParseFile(name)
 	}
-	if strings.ContainsRune(name, os.PathSeparator) {
-		return "", fmt.Errorf("workload file %s not found", name)
+	w, err := ycsb.Builtin(name)
+	if errors.Is(err, ycsb.ErrUnknownWorkload) {
+		return nil, fmt.Errorf("workload %q: no such file and not a built-in workload (built-in: %s; a..f for workloada..workloadf)",
+			name, strings.Join(ycsb.BuiltinNames(), ","))
 	}
-	if len(name) == 1 && name[0] >= 'a' && name[0] <= 'f' {
-		name = "workload" + name
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		p := filepath.Join(dir, "testdata", "workloads", name)
-		if st, err := os.Stat(p); err == nil && !st.IsDir() {
-			return p, nil
-		}
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	return "", fmt.Errorf("workload %q: not a file and not in testdata/workloads (run from the adaptkv module, or pass a path)", name)
+	return w, err
 }
 
 // selectPolicies resolves -policies.

@@ -4,7 +4,9 @@
 // latest, uniform), and the parser for YCSB workload property files with
 // kvbench's extensions for absent-key reads (negativeproportion,
 // negativedistribution, ...) and the adversarial stream of the telescoping
-// adaptive filter paper (section 6.1).
+// adaptive filter paper (section 6.1). It embeds kvbench's built-in workload
+// files (Builtin, BuiltinNames), a copy of the module's testdata/workloads
+// kept identical by a test.
 //
 // The generators follow YCSB's CoreWorkload (site.ycsb.generator) so that a
 // workload file means the same thing here as in YCSB; the code is our own.

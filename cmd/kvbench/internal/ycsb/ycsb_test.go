@@ -3,8 +3,11 @@ package ycsb
 import (
 	"bytes"
 	"errors"
+	"io/fs"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -299,11 +302,55 @@ func TestStreamMix(t *testing.T) {
 	near(OpInsert, 0.2)
 }
 
+// testdataWorkloads is the authoritative copy of the built-in workloads.
+const testdataWorkloads = "../../../../testdata/workloads"
+
 func TestShippedWorkloadFilesParse(t *testing.T) {
-	for _, name := range []string{"workloada", "workloadb", "workloadc", "workloadd", "workloade", "workloadf", "negzipf", "mixed", "adversary"} {
-		w, err := ParseFile("../../../../testdata/workloads/" + name)
+	want := []string{"adversary", "mixed", "negzipf", "workloada", "workloadb", "workloadc", "workloadd", "workloade", "workloadf"}
+	require.Equal(t, want, BuiltinNames())
+	for _, name := range want {
+		w, err := ParseFile(filepath.Join(testdataWorkloads, name))
 		require.NoError(t, err, name)
 		require.Equal(t, name, w.Name)
 		require.Equal(t, 100, w.ValueSize())
+
+		b, err := Builtin(name)
+		require.NoError(t, err, name)
+		require.Equal(t, w, b, "%s: built-in parses like the testdata file", name)
+	}
+	c, err := Builtin("c")
+	require.NoError(t, err)
+	require.Equal(t, "workloadc", c.Name)
+	adv, err := Builtin("adversary")
+	require.NoError(t, err)
+	require.True(t, adv.Adversary)
+}
+
+// TestBuiltinMatchesTestdata: the embedded workloads are byte for byte the
+// files in testdata/workloads, no more and no fewer.
+func TestBuiltinMatchesTestdata(t *testing.T) {
+	const fix = "run: go generate ./cmd/kvbench/internal/ycsb"
+	entries, err := os.ReadDir(testdataWorkloads)
+	require.NoError(t, err)
+	var onDisk []string
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		onDisk = append(onDisk, e.Name())
+		want, err := os.ReadFile(filepath.Join(testdataWorkloads, e.Name()))
+		require.NoError(t, err)
+		got, err := fs.ReadFile(BuiltinFS(), BuiltinDir+"/"+e.Name())
+		require.NoError(t, err, "testdata/workloads/%s has no embedded copy; %s", e.Name(), fix)
+		require.True(t, bytes.Equal(want, got), "embedded %s differs from testdata/workloads/%s; %s", e.Name(), e.Name(), fix)
+	}
+	require.NotEmpty(t, onDisk)
+	require.Equal(t, onDisk, BuiltinNames(), "embedded set differs from testdata/workloads; %s", fix)
+}
+
+func TestBuiltinUnknown(t *testing.T) {
+	for _, name := range []string{"", "g", "workloadg", "workloads", "../workloads/negzipf", "workloads/negzipf", "A"} {
+		_, err := Builtin(name)
+		require.ErrorIs(t, err, ErrUnknownWorkload, "%q", name)
 	}
 }
