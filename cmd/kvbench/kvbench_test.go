@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/adaptkv/adaptkv/cmd/kvbench/internal/ycsb"
 	"github.com/stretchr/testify/require"
 )
 
@@ -300,4 +302,20 @@ func TestBuiltinWorkloadsOutsideModule(t *testing.T) {
 	var out bytes.Buffer
 	err = run([]string{"-workloads", "workloadz", "-q"}, &out, &out)
 	require.ErrorContains(t, err, "not a built-in workload")
+}
+
+// TestUsage: -h is not an error for main, and the usage names every
+// built-in workload and the record count the default run loads.
+func TestUsage(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := run([]string{"-h"}, &stdout, &stderr)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	require.Empty(t, stdout.String())
+	usage := stderr.String()
+	for _, name := range ycsb.BuiltinNames() {
+		require.Contains(t, usage, name)
+	}
+	require.Contains(t, usage, "loads 500000 records")
+	require.Contains(t, usage, "runs the workloads "+defaultWorkloads)
+	require.NotContains(t, usage, "(default 500000)", "-records defaults to the first workload's recordcount")
 }

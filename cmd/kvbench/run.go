@@ -16,7 +16,6 @@ import (
 )
 
 const (
-	defaultRecords   = 500_000
 	defaultWorkloads = "workloadc,negzipf,mixed,adversary"
 	// The LSM shape of every store: small memtables and tables so that the
 	// default data set (about 60 MB of records) makes tens of tables over
@@ -54,10 +53,11 @@ maxscanlength, fieldcount, fieldlength) with kvbench's extensions
 (negativeproportion, negativedistribution, negativeuniverse, adversary,
 adversaryqueries, adversarysubrounds, adversarymaxrounds). Each -workloads
 entry is a property file if that path exists, else a built-in workload:
-workloada..workloadf (or a..f), negzipf, mixed, adversary. The built-ins are
-compiled into kvbench (copies of the module's testdata/workloads), so an
-installed binary runs from any directory; to change one, copy it from
-testdata/workloads, edit it and pass its path.
+%s
+(a..f stand for workloada..workloadf). The built-ins are compiled into
+kvbench (copies of the module's testdata/workloads), so an installed binary
+runs from any directory; to change one, copy it from testdata/workloads,
+edit it and pass its path.
 
 Flags:
 `
@@ -82,14 +82,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("kvbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, usageText, defaultRecords, defaultWorkloads, defaultMemTable>>20,
-			defaultTargetFile>>20, defaultL0Trigger, defaultCache>>20)
+		fmt.Fprintf(stderr, usageText, defaultRecordCount(), defaultWorkloads, defaultMemTable>>20,
+			defaultTargetFile>>20, defaultL0Trigger, defaultCache>>20, strings.Join(ycsb.BuiltinNames(), ", "))
 		fs.PrintDefaults()
 		fmt.Fprintf(stderr, "\nPolicies available in this build: %s\n", strings.Join(allPolicies(), ","))
 	}
 	fs.StringVar(&o.policies, "policies", "", "comma-separated policies (default: every filterpolicy name but none, plus pebble)")
 	fs.StringVar(&o.workloads, "workloads", defaultWorkloads, "comma-separated workload names or property-file paths")
-	fs.Uint64Var(&o.records, "records", defaultRecords, "records to load (default: the first workload's recordcount; the built-in workloads say 500000)")
+	fs.Uint64Var(&o.records, "records", 0, "records to load (default: the first workload's recordcount; every built-in workload says 500000)")
 	fs.Uint64Var(&o.ops, "ops", 0, "operations per workload (0: each file's operationcount); the adversary then starts with ops/adversarysubrounds keys")
 	fs.IntVar(&o.threads, "threads", 1, "worker threads for load and mixed workloads (the adversary is single-threaded)")
 	fs.IntVar(&o.bits, "bits", 10, "bits/key of the bloom policy and of the Pebble peer's bloom filter")
@@ -206,6 +206,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// defaultRecordCount is the recordcount of the default run's first workload:
+// the records the default run loads.
+func defaultRecordCount() uint64 {
+	ws, err := loadWorkloads(defaultWorkloads)
+	if err != nil {
+		return 0
+	}
+	return ws[0].RecordCount
 }
 
 func indexOf(ws []*ycsb.Workload, name string) int {
