@@ -2,6 +2,7 @@ package sstable
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/adaptkv/adaptkv/filterpolicy"
@@ -75,6 +76,67 @@ func BenchmarkGetPresent(b *testing.B) {
 					b.Fatal(fmt.Sprint("stored key missing", err))
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkGetParallel measures Reader.Get on one 100k-key taf table from
+// GOMAXPROCS goroutines at once (run with -cpu 1,2,...): ns/op is wall time
+// per Get over all goroutines, so it should fall as -cpu grows unless the
+// goroutines contend on shared words of the Reader. "absent" asks 4096
+// repeated absent keys whose false positives were all fixed before the
+// timer starts (the filter answers every Get: the cheapest path, where a
+// shared write costs the most); "present" asks stored keys (filter, then a
+// block-cache lookup and a value copy).
+func BenchmarkGetParallel(b *testing.B) {
+	const n, distinct = 100_000, 1 << 20
+	fs := vfs.NewMem()
+	writeTable(b, fs, "t.sst", mustPolicy(b, "taf", 99), n)
+	r, err := Open(fs, "t.sst", ReaderOptions{Cache: pebble.NewCache(64 << 20)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	absent := make([][]byte, 4096)
+	present := make([][]byte, 4096)
+	for i := range absent {
+		absent[i] = absentKey(i * (distinct / len(absent)))
+		present[i] = storedKey((i * 7919) % n)
+	}
+	for round := 0; round < 2; round++ { // adapt every false positive, warm the cache
+		for i := range absent {
+			if _, _, err := r.Get(absent[i]); err != nil {
+				b.Fatal(err)
+			}
+			if _, _, err := r.Get(present[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		keys  [][]byte
+		found bool
+	}{{"absent", absent, false}, {"present", present, true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var worker atomic.Uint64
+			before := r.Metrics()
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(worker.Add(1)) * 1021 // each goroutine starts elsewhere
+				for pb.Next() {
+					_, ok, err := r.Get(tc.keys[i&(len(tc.keys)-1)])
+					if ok != tc.found || err != nil {
+						b.Errorf("Get: found=%v, want %v, err=%v", ok, tc.found, err)
+						return
+					}
+					i++
+				}
+			})
+			b.StopTimer()
+			m := r.Metrics()
+			b.ReportMetric(1000*float64(m.FalsePositiveProbes-before.FalsePositiveProbes)/float64(b.N), "fp-probes/1k")
 		})
 	}
 }
