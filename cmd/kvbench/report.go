@@ -95,14 +95,17 @@ const tableNotes = `
 checks/get: filter checks per Get (tables whose key range holds the key);
 probes/get: table probes (filter said "maybe") per Get = read amplification.
 FP: false-positive probes (a probe that found nothing); FP/1k checks is the
-per-table rate, comparable across tree shapes; bits/key: filter bits per
-table entry in memory. FP bound = eps x (unique absent keys x filter checks
+per-table rate, comparable across tree shapes; blocks/get: data blocks read
+from table files (block-cache misses) per Get; bits/key: filter bits per
+table entry in memory; adapt: false positives fixed by adaptive filters;
+rebuild: filter block rebuilds. FP bound = eps x (unique absent keys x filter checks
 per absent Get + unique stored keys x non-holding tables checked per stored
 Get), eps and checks measured per store on fresh keys after load: the false
 positives an ideal adaptive filter with the same first-time rate would pay.
 pebble: a real pebble.DB with its bloom filter on every level; point reads are
 SeekPrefixGE on an iterator with UseL6Filters (pebble's Get skips L6 filters),
-which positions every level, so it checks more filters per present key. Pebble
+which positions every level, so a present key also checks the filters of the
+levels below the one holding it. Pebble
 does not split probes into true/false positives: FP is known only when every
 read is of an absent key; data-block reads and adaptation counters are n/a.
 adversary: ops/s counts Get time only (kvbench reads the store's counters

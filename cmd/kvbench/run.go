@@ -34,17 +34,19 @@ With no flags it loads %d records (100-byte values, keys "user"+FNV-64 of
 the record number) into a fresh store per policy in a temporary directory,
 runs the workloads %s on each, and on a Pebble peer
 (a real pebble.DB with its bloom filter), prints the comparison table and
-removes its data; about two minutes on 2 idle cores. Every adaptkv policy is
+removes its data; about a minute on 2 cores. Every adaptkv policy is
 run but "none" (it probes every table on every Get; ask for it with
 -policies). Workloads run in the order given on the same store.
 
 Load: 80%% of the records are bulk-loaded and compacted into the last level,
 the other 20%% are written through memtable flushes and compactions on top,
-so a read consults several tables (adaptkv: L0, L1 and L6, about 30 tables).
-Every store gets the same LSM options: %d MiB memtables,
-%d MiB tables, L0 trigger %d, level size ratio 10, %d MiB block cache; the
-first level below L0 holds memtable x L0 trigger x 4 bytes (adaptkv's rule,
-which the Pebble peer copies through LBaseMaxBytes).
+so a read consults several tables. Every store gets the same LSM options:
+%d MiB memtables, %d MiB tables, L0 trigger %d, level size ratio 10,
+%d MiB block cache; the first level below L0 holds memtable x L0 trigger x 4
+bytes (adaptkv's rule, which the Pebble peer copies through LBaseMaxBytes).
+The default run's trees: adaptkv L0, L1 and L6, about 30 tables; the Pebble
+peer L5 and L6 (its dynamic level sizing makes L5 its base level), about 35
+tables, so it checks fewer filters per Get (the checks/get column).
 
 Workloads are YCSB property files (recordcount, operationcount,
 readproportion, updateproportion, insertproportion, scanproportion,
