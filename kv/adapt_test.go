@@ -3,6 +3,7 @@ package kv
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -123,4 +124,83 @@ func TestAdaptiveStatePersists(t *testing.T) {
 	again := round(db)
 	t.Logf("first round %d false-positive probes, after restart %d", first, again)
 	require.LessOrEqual(t, again, first/10+1, "after restart")
+}
+
+// TestReadOnlyKeepsAdaptiveState: a store adapts to repeated absent keys and
+// closes; reopened ReadOnly, it loads the saved adaptive state, so those
+// keys cost (almost) no false-positive probes, while new false positives
+// adapt in memory only (until the table cache closes the table): after the
+// read-only session (whose table cache of 1 closes tables all along) every
+// file, state files included, is byte-for-byte unchanged.
+func TestReadOnlyKeepsAdaptiveState(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := &Options{FS: fs, FilterPolicy: "taf", MemTableSize: 64 << 10, TargetFileSize: 32 << 10, MaxOpenFiles: 1}
+	db, err := Open("db", opts)
+	require.NoError(t, err)
+	key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte("user"), uint64(i)*0x9E3779B97F4A7C15) }
+	present, absent := 20_000, 5000
+	if testing.Short() {
+		present, absent = 8000, 1500
+	}
+	for i := 0; i < present; i++ {
+		require.NoError(t, db.Set(key(2*i), []byte("v"), NoSync))
+	}
+	require.NoError(t, db.Compact(nil, nil))
+	round := func(db *DB, from int) uint64 {
+		before := db.Metrics().FalsePositiveProbes
+		for i := from; i < from+absent; i++ {
+			_, err := db.Get(key(2*i + 1))
+			require.ErrorIs(t, err, ErrNotFound)
+		}
+		return db.Metrics().FalsePositiveProbes - before
+	}
+	first := round(db, 0)
+	require.Positive(t, first)
+	require.Greater(t, db.Metrics().Levels[6].NumFiles, 1, "several tables, so the cache of 1 evicts")
+	require.NoError(t, db.Close())
+
+	files := func() map[string][]byte {
+		names, err := fs.List("db")
+		require.NoError(t, err)
+		out := make(map[string][]byte, len(names))
+		for _, n := range names {
+			f, err := fs.Open(fs.PathJoin("db", n))
+			require.NoError(t, err)
+			b, err := io.ReadAll(f)
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+			out[n] = b
+		}
+		return out
+	}
+	before := files()
+	states := 0
+	for n := range before {
+		if ft, _ := parseFileName(n); ft == fileTypeState {
+			states++
+		}
+	}
+	require.Positive(t, states, "adaptive state files saved")
+
+	ro := *opts
+	ro.ReadOnly = true
+	db, err = Open("db", &ro)
+	require.NoError(t, err)
+	again := round(db, 0)
+	fresh := round(db, absent) // new absent keys: false positives, adapted in memory
+	m := db.Metrics()
+	t.Logf("read-write first round %d false-positive probes; read-only: same keys %d, new keys %d, %d adaptations",
+		first, again, fresh, m.Adaptations)
+	// Without the saved state the read-only store would pay about first
+	// again (a pristine filter repeats its false positives).
+	require.LessOrEqual(t, again, first/10+1, "read-only store forgot the saved adaptations")
+	require.Positive(t, fresh)
+	require.Positive(t, m.Adaptations, "read-only filters still adapt in memory")
+	for i := 0; i < present; i += 11 {
+		v, err := db.Get(key(2 * i))
+		require.NoError(t, err)
+		require.Equal(t, "v", string(v))
+	}
+	require.NoError(t, db.Close())
+	require.Equal(t, before, files(), "a read-only session changed files")
 }

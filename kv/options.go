@@ -44,8 +44,11 @@ type Options struct {
 	MaxOpenFiles int
 	// ReadOnly opens the DB without writing: no WAL, flush or compaction;
 	// writes, Flush and Compact return ErrReadOnly. The WAL is replayed into
-	// memory. Adaptive filter state files are neither loaded nor saved (the
-	// tables' pristine filters are used and adapt in memory only).
+	// memory. Adaptive filter state files are loaded (adaptations of earlier
+	// read-write sessions hold) but never written: filters adapt further in
+	// memory only (those adaptations last while the table stays open in
+	// the table cache, see MaxOpenFiles), and the files stay byte-for-byte
+	// unchanged.
 	ReadOnly bool
 	// FS is the file system; nil means vfs.Default. Tests use vfs.NewMem,
 	// vfs.NewCrashableMem or errorfs.

@@ -13,7 +13,8 @@ import (
 
 // tableCache keeps at most max tables open (more while readers hold them),
 // closing the least recently used idle one. Closing a reader saves its
-// adaptive filter state (sstable.ReaderOptions.StatePath) and adds its
+// adaptive filter state (sstable.ReaderOptions.StatePath; never in a
+// read-only store, which only loads it) and adds its
 // counters to the running totals, so Metrics covers closed and deleted
 // tables too.
 type tableCache struct {
@@ -69,10 +70,10 @@ func (tc *tableCache) get(fn uint64) (*tcEntry, error) {
 	tc.m[fn] = e
 	tc.mu.Unlock()
 
-	ro := sstable.ReaderOptions{Cache: tc.cache, FileNum: fn}
-	if !tc.readOnly {
-		ro.StatePath = tc.fs.PathJoin(tc.dir, stateFileName(fn))
-	}
+	// A read-only store loads the saved adaptive state (so earlier
+	// adaptations hold) but never writes it.
+	ro := sstable.ReaderOptions{Cache: tc.cache, FileNum: fn,
+		StatePath: tc.fs.PathJoin(tc.dir, stateFileName(fn)), StateReadOnly: tc.readOnly}
 	r, err := sstable.Open(tc.fs, tc.fs.PathJoin(tc.dir, tableFileName(fn)), ro)
 	if err != nil {
 		err = fmt.Errorf("kv: open table %s: %w", tableFileName(fn), corruptionErr(err))

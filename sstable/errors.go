@@ -21,4 +21,7 @@ var (
 	ErrStateCorrupt = errors.New("sstable: adaptive state file rejected")
 	// ErrNoState is wrapped by StateError when there was no state file to load.
 	ErrNoState = errors.New("sstable: no adaptive state file")
+	// ErrReadOnlyState is wrapped by SaveState of a Reader opened with
+	// ReaderOptions.StateReadOnly: its state file is never written.
+	ErrReadOnlyState = errors.New("sstable: adaptive state is read-only")
 )

@@ -28,6 +28,11 @@ type ReaderOptions struct {
 	FileNum uint64
 	// StatePath is the adaptive state file ("" = state not persisted).
 	StatePath string
+	// StateReadOnly loads the state file at StatePath (if it exists and is
+	// valid for this table) but never writes it: the filter still adapts,
+	// in memory only; SaveState returns an error wrapping
+	// ErrReadOnlyState and Close saves nothing. It requires StatePath.
+	StateReadOnly bool
 }
 
 // Metrics are a Reader's counters (monotonic since Open).
@@ -114,6 +119,9 @@ func Open(fs vfs.FS, path string, opts ReaderOptions) (*Reader, error) {
 	}
 	if path == "" {
 		return nil, fmt.Errorf("%w: empty path", ErrInvalidOptions)
+	}
+	if opts.StateReadOnly && opts.StatePath == "" {
+		return nil, fmt.Errorf("%w: StateReadOnly without StatePath", ErrInvalidOptions)
 	}
 	f, err := fs.Open(path, vfs.RandomReadsOption)
 	if err != nil {
@@ -415,8 +423,8 @@ func (r *Reader) Metrics() Metrics {
 	return m
 }
 
-// Close saves the adaptive state (if StatePath is set), then releases the
-// table. Later calls fail with ErrClosed.
+// Close saves the adaptive state (if StatePath is set and StateReadOnly is
+// not), then releases the table. Later calls fail with ErrClosed.
 func (r *Reader) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

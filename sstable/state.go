@@ -123,17 +123,22 @@ func (r *Reader) loadState() {
 // SaveState atomically persists the adaptive filter's state to StatePath
 // (temp file, fsync, rename, directory fsync). It is a no-op for static
 // filters, without StatePath, or when nothing changed since the last save.
+// With StateReadOnly it writes nothing and returns an error wrapping
+// ErrReadOnlyState.
 func (r *Reader) SaveState() error {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.closed {
 		return ErrClosed
 	}
+	if r.opts.StateReadOnly {
+		return fmt.Errorf("%w: %s", ErrReadOnlyState, r.opts.StatePath)
+	}
 	return r.saveStateLocked()
 }
 
 func (r *Reader) saveStateLocked() error {
-	if r.adaptive == nil || r.opts.StatePath == "" {
+	if r.adaptive == nil || r.opts.StatePath == "" || r.opts.StateReadOnly {
 		return nil
 	}
 	r.saveMu.Lock()
