@@ -1,11 +1,14 @@
 package sstable
 
 import (
+	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -84,3 +87,95 @@ func TestConcurrentGetsWhileAdapting(t *testing.T) {
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// TestCloseWhileGetting closes a Reader while goroutines look up stored and
+// absent keys (so some are adapting, reading the remote, when Close
+// starts): every lookup gives the right answer or ErrClosed, and once a
+// goroutine saw ErrClosed it sees it on every later call. Close waits for
+// the running lookups before it saves the state and releases the file (the
+// race detector checks that nothing touches the table after that), and
+// the state it saved loads. Run it under -race.
+func TestCloseWhileGetting(t *testing.T) {
+	n, workers, rounds := 20_000, 4, 6
+	if testing.Short() {
+		n, rounds = 5000, 3
+	}
+	fs := vfs.NewMem()
+	writeTable(t, fs, "t.sst", mustPolicy(t, "taf", 23), n)
+	for round := 0; round < rounds; round++ {
+		r, err := Open(fs, "t.sst", ReaderOptions{Cache: pebble.NewCache(1 << 20), StatePath: "t.state"})
+		require.NoError(t, err)
+		var gets atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					j := (i*7919 + w*104729 + round*31) % n
+					v, ok, err := r.Get(storedKey(j))
+					if err == nil && (!ok || string(v) != string(value(j))) {
+						errs <- errorf("stored key %d: ok=%v", j, ok)
+						return
+					}
+					if err == nil {
+						// Fresh absent keys: false positives keep adapting.
+						_, ok, err = r.Get(absentKey(n*(round+1) + w*n*rounds + i))
+						if err == nil && ok {
+							errs <- errorf("absent key found")
+							return
+						}
+					}
+					if err != nil {
+						if !errors.Is(err, ErrClosed) {
+							errs <- err
+							return
+						}
+						for k := 0; k < 10; k++ {
+							if _, _, err := r.Get(storedKey(k)); !errors.Is(err, ErrClosed) {
+								errs <- errorf("Get after ErrClosed: %v", err)
+								return
+							}
+						}
+						return
+					}
+					gets.Add(1)
+				}
+			}(w)
+		}
+		for gets.Load() < int64(500*(round+1)) {
+			time.Sleep(100 * time.Microsecond)
+		}
+		require.NoError(t, r.Close())
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		require.Positive(t, r.Metrics().Adaptations)
+		require.ErrorIs(t, r.Close(), ErrClosed)
+	}
+	r, err := Open(fs, "t.sst", ReaderOptions{StatePath: "t.state"})
+	require.NoError(t, err)
+	require.NoError(t, r.StateError())
+	checkAllStored(t, r, n)
+	require.NoError(t, r.Close())
+}
+
+// TestReadShards: each stripe fills one cache line and a Reader's stripes
+// start on a line boundary; stripe counts are powers of two of about four
+// per proc, bounded.
+func TestReadShards(t *testing.T) {
+	require.Equal(t, uintptr(cacheLine), unsafe.Sizeof(readShard{}))
+	fs := vfs.NewMem()
+	writeTable(t, fs, "t.sst", mustPolicy(t, "taf", 1), 100)
+	r, err := Open(fs, "t.sst", ReaderOptions{})
+	require.NoError(t, err)
+	require.Len(t, r.shards, numReadShards(runtime.GOMAXPROCS(0)))
+	require.Zero(t, uintptr(unsafe.Pointer(&r.shards[0]))%cacheLine)
+	require.NoError(t, r.Close())
+	for procs, want := range map[int]int{1: 4, 2: 8, 3: 16, 16: 64, 1000: maxReadShards} {
+		require.Equal(t, want, numReadShards(procs), "procs %d", procs)
+	}
+}

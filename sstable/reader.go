@@ -7,8 +7,11 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
+	"unsafe"
 
 	"github.com/adaptkv/adaptkv/adaptive"
 	"github.com/adaptkv/adaptkv/filterpolicy"
@@ -68,6 +71,10 @@ type Metrics struct {
 // Reader reads one table. Get, GetInternal and NewIter are safe for
 // concurrent use; Close must not race with them... it waits for running
 // lookups and makes later calls fail with ErrClosed.
+//
+// Lookups take no lock and write no word shared with lookups on other
+// goroutines (DESIGN.md): each one registers in, and counts into, one
+// stripe of readShards chosen by its goroutine (see readShard).
 type Reader struct {
 	fs       vfs.FS
 	path     string
@@ -88,22 +95,104 @@ type Reader struct {
 	filterLen int64
 	tableSize uint64
 
-	mu     sync.RWMutex // held shared by lookups, exclusively by Close
-	closed bool
-
-	itersMu   sync.Mutex
-	iters     []psst.Iterator
+	// closed is set once by Close, read by every lookup: it sits with the
+	// read-only fields, away from the words written below.
+	closed    atomic.Bool
+	shards    []readShard // len is a power of two
+	shardMask uintptr
 	maxPooled int // idle iterators kept for reuse (see maxPooledIters)
 
-	filterChecks    atomic.Uint64
+	_         [cacheLine]byte // keep the written words off the lines above
+	itersMu   sync.Mutex
+	iters     []psst.Iterator
+	probeErrs atomic.Uint64 // lookups that failed after the filter said "maybe"
+
+	adaptations  atomic.Uint64
+	adaptErrors  atomic.Uint64
+	lastAdaptErr atomic.Pointer[error]
+	savedAdapt   atomic.Uint64
+	saveMu       sync.Mutex
+}
+
+// cacheLine is the padding unit that keeps words written by different
+// cores on different cache lines (64 bytes on amd64 and most arm64). A
+// stripe array of 4..64 lines falls in a size class that is a power of two
+// no larger than a page, so Go allocates it aligned to its size: each
+// stripe is on a line of its own.
+const cacheLine = 64
+
+// readShard is one stripe of a Reader's in-flight lookups and per-lookup
+// counters, alone on its cache line. A lookup adds itself to inFlight of
+// one stripe (picked by shardFor: the same stripe for the same goroutine,
+// usually different ones for different goroutines), checks closed, counts
+// into the same stripe, and removes itself when done. Close sets closed
+// and waits until every stripe's inFlight is zero: with sequentially
+// consistent atomics a lookup either is seen by that wait or sees closed.
+type readShard struct {
+	inFlight        atomic.Int64
 	filterNegatives atomic.Uint64
 	fpProbes        atomic.Uint64
 	tpProbes        atomic.Uint64
-	adaptations     atomic.Uint64
-	adaptErrors     atomic.Uint64
-	lastAdaptErr    atomic.Pointer[error]
-	savedAdapt      atomic.Uint64
-	saveMu          sync.Mutex
+	_               [cacheLine - 4*8]byte
+}
+
+// maxReadShards bounds the stripes per Reader (64 bytes each).
+const maxReadShards = 64
+
+// numReadShards is the stripe count for GOMAXPROCS procs: a power of two
+// of about four stripes per proc, so that goroutines running at once
+// rarely share one.
+func numReadShards(procs int) int {
+	n := 1
+	for n < 4*procs && n < maxReadShards {
+		n <<= 1
+	}
+	return n
+}
+
+// shardFor returns the calling goroutine's stripe. Go offers no cheap
+// "current CPU" or goroutine id, so the hint is the address of a local
+// variable: goroutine stacks are disjoint (2 KiB at least), so the
+// address, hashed, is stable for one goroutine calling from one place and
+// differs between goroutines. A collision only costs speed.
+func (r *Reader) shardFor() *readShard {
+	var marker byte
+	h := uint64(uintptr(unsafe.Pointer(&marker))>>11) * 0x9E3779B97F4A7C15
+	return &r.shards[uintptr(h>>32)&r.shardMask]
+}
+
+// enter registers a lookup; it returns nil if the Reader is closed. The
+// caller passes the stripe to exit when done.
+func (r *Reader) enter() *readShard {
+	s := r.shardFor()
+	s.inFlight.Add(1)
+	if r.closed.Load() {
+		s.inFlight.Add(-1)
+		return nil
+	}
+	return s
+}
+
+func (s *readShard) exit() { s.inFlight.Add(-1) }
+
+// waitLookups waits until no lookup is in flight. Lookups are short, but
+// one that adapts reads the remote representation from the file, so the
+// wait yields, then sleeps.
+func (r *Reader) waitLookups() {
+	for spin := 0; ; spin++ {
+		var n int64
+		for i := range r.shards {
+			n += r.shards[i].inFlight.Load()
+		}
+		if n == 0 {
+			return
+		}
+		if spin < 64 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(min(time.Duration(spin-63)*10*time.Microsecond, time.Millisecond))
+		}
+	}
 }
 
 func setUint64[T ~uint64](dst *T, v uint64) { *dst = T(v) }
@@ -135,6 +224,8 @@ func Open(fs vfs.FS, path string, opts ReaderOptions) (*Reader, error) {
 	cr := &countingReadable{Readable: sr}
 	cr.rh = objstorage.MakeNoopReadHandle(cr)
 	r := &Reader{fs: fs, path: path, opts: opts, file: f, readable: cr, maxPooled: maxPooledIters}
+	r.shards = make([]readShard, numReadShards(runtime.GOMAXPROCS(0)))
+	r.shardMask = uintptr(len(r.shards) - 1)
 	r.tableSize = uint64(sr.Size())
 	ro := psst.ReaderOptions{Comparer: pebble.DefaultComparer}
 	if opts.Cache != nil {
@@ -301,20 +392,18 @@ func (r *Reader) Get(key []byte) (value []byte, found bool, err error) {
 // at all is a false positive and the filter adapts (errors are counted,
 // the answer stays right). The value is a copy owned by the caller.
 func (r *Reader) GetInternal(userKey []byte, seq uint64) (value []byte, kind Kind, found bool, err error) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.closed {
+	sh := r.enter()
+	if sh == nil {
 		return nil, 0, false, ErrClosed
 	}
-	if r.filter != nil {
-		r.filterChecks.Add(1)
-		if !r.filter.MayContain(userKey) {
-			r.filterNegatives.Add(1)
-			return nil, 0, false, nil
-		}
+	defer sh.exit()
+	if r.filter != nil && !r.filter.MayContain(userKey) {
+		sh.filterNegatives.Add(1)
+		return nil, 0, false, nil
 	}
 	it, err := r.getIter()
 	if err != nil {
+		r.probeErrs.Add(1)
 		return nil, 0, false, err
 	}
 	any := false
@@ -345,14 +434,15 @@ func (r *Reader) GetInternal(userKey []byte, seq uint64) (value []byte, kind Kin
 	}
 	if err != nil {
 		_ = it.Close()
+		r.probeErrs.Add(1)
 		return nil, 0, false, fmt.Errorf("%w: %s: %w", ErrCorrupt, r.path, err)
 	}
 	r.putIter(it)
 	if any {
-		r.tpProbes.Add(1)
+		sh.tpProbes.Add(1)
 		return value, kind, found, nil
 	}
-	r.fpProbes.Add(1)
+	sh.fpProbes.Add(1)
 	if r.adaptive != nil {
 		if aerr := r.adaptive.Adapt(userKey); aerr != nil {
 			r.adaptErrors.Add(1)
@@ -372,6 +462,9 @@ func (r *Reader) GetInternal(userKey []byte, seq uint64) (value []byte, kind Kin
 const maxPooledIters = 0
 
 func (r *Reader) getIter() (psst.Iterator, error) {
+	if r.maxPooled == 0 {
+		return r.newIter()
+	}
 	r.itersMu.Lock()
 	if n := len(r.iters); n > 0 {
 		it := r.iters[n-1]
@@ -380,6 +473,10 @@ func (r *Reader) getIter() (psst.Iterator, error) {
 		return it, nil
 	}
 	r.itersMu.Unlock()
+	return r.newIter()
+}
+
+func (r *Reader) newIter() (psst.Iterator, error) {
 	it, err := r.pr.NewIter(psst.NoTransforms, nil, nil, psst.AssertNoBlobHandles)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, r.path, err)
@@ -388,6 +485,10 @@ func (r *Reader) getIter() (psst.Iterator, error) {
 }
 
 func (r *Reader) putIter(it psst.Iterator) {
+	if r.maxPooled == 0 {
+		_ = it.Close()
+		return
+	}
 	r.itersMu.Lock()
 	if len(r.iters) < r.maxPooled {
 		r.iters = append(r.iters, it)
@@ -401,16 +502,21 @@ func (r *Reader) putIter(it psst.Iterator) {
 // Metrics returns the reader's counters.
 func (r *Reader) Metrics() Metrics {
 	m := Metrics{
-		FilterChecks:        r.filterChecks.Load(),
-		FilterNegatives:     r.filterNegatives.Load(),
-		FalsePositiveProbes: r.fpProbes.Load(),
-		TruePositiveProbes:  r.tpProbes.Load(),
-		DataBlockReads:      r.readable.dataReads.Load(),
-		IndexBlockReads:     r.readable.indexReads.Load(),
-		Adaptations:         r.adaptations.Load(),
-		AdaptErrors:         r.adaptErrors.Load(),
+		DataBlockReads:  r.readable.dataReads.Load(),
+		IndexBlockReads: r.readable.indexReads.Load(),
+		Adaptations:     r.adaptations.Load(),
+		AdaptErrors:     r.adaptErrors.Load(),
+	}
+	for i := range r.shards {
+		s := &r.shards[i]
+		m.FilterNegatives += s.filterNegatives.Load()
+		m.FalsePositiveProbes += s.fpProbes.Load()
+		m.TruePositiveProbes += s.tpProbes.Load()
 	}
 	if r.filter != nil {
+		// Every lookup past the closed check asks the filter, then either
+		// stops or probes the table (a true or false positive, or an error).
+		m.FilterChecks = m.FilterNegatives + m.FalsePositiveProbes + m.TruePositiveProbes + r.probeErrs.Load()
 		m.FilterBytes = uint64(r.filter.SizeBytes())
 		m.FilterKeys = r.hdr.NumKeys
 	}
@@ -424,15 +530,14 @@ func (r *Reader) Metrics() Metrics {
 }
 
 // Close saves the adaptive state (if StatePath is set and StateReadOnly is
-// not), then releases the table. Later calls fail with ErrClosed.
+// not), then releases the table. It waits for running lookups; later calls
+// fail with ErrClosed.
 func (r *Reader) Close() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
+	if !r.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
-	saveErr := r.saveStateLocked()
-	r.closed = true
+	r.waitLookups()
+	saveErr := r.saveState()
 	return errors.Join(saveErr, r.closeFiles())
 }
 

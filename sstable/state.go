@@ -126,18 +126,19 @@ func (r *Reader) loadState() {
 // With StateReadOnly it writes nothing and returns an error wrapping
 // ErrReadOnlyState.
 func (r *Reader) SaveState() error {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.closed {
+	sh := r.enter()
+	if sh == nil {
 		return ErrClosed
 	}
+	defer sh.exit()
 	if r.opts.StateReadOnly {
 		return fmt.Errorf("%w: %s", ErrReadOnlyState, r.opts.StatePath)
 	}
-	return r.saveStateLocked()
+	return r.saveState()
 }
 
-func (r *Reader) saveStateLocked() error {
+// saveState writes the state unless unchanged; saves are serialized.
+func (r *Reader) saveState() error {
 	if r.adaptive == nil || r.opts.StatePath == "" || r.opts.StateReadOnly {
 		return nil
 	}

@@ -11,11 +11,11 @@ import (
 // keys in [lower, upper) (nil: unbounded). It does not use the filter. Close
 // every iterator before closing the Reader.
 func (r *Reader) NewIter(lower, upper []byte) (Iterator, error) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.closed {
+	sh := r.enter()
+	if sh == nil {
 		return nil, ErrClosed
 	}
+	defer sh.exit()
 	if lower != nil && upper != nil && bytes.Compare(lower, upper) >= 0 {
 		return &tableIter{lower: lower, upper: upper, empty: true}, nil
 	}
