@@ -2,6 +2,7 @@ package kv
 
 import (
 	"encoding/binary"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -59,6 +60,51 @@ func BenchmarkGet(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkGetParallel measures point reads from GOMAXPROCS goroutines at
+// once (run with -cpu 1,2,...) on the store of BenchmarkGet: ns/op is wall
+// time per Get over all goroutines, so it falls as -cpu grows unless the
+// goroutines contend on the DB's shared words. The absent keys repeat, so
+// with the default policy their false positives are fixed before the timer
+// starts and every absent Get ends at a filter.
+func BenchmarkGetParallel(b *testing.B) {
+	const n, distinct = 100_000, 4096
+	db := benchDB(b, vfs.NewMem(), n)
+	defer db.Close()
+	for i := 0; i < distinct; i++ { // adapt the absent keys' false positives
+		if _, err := db.Get(benchKey(2*(i*(n/distinct)) + 1)); err != ErrNotFound {
+			b.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		key  func(i int) []byte
+		want error
+	}{
+		{"present", func(i int) []byte { return benchKey(2 * (i % n)) }, nil},
+		{"absent", func(i int) []byte { return benchKey(2*((i%distinct)*(n/distinct)) + 1) }, ErrNotFound},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			keys := make([][]byte, distinct)
+			for i := range keys {
+				keys[i] = tc.key(i * 7919)
+			}
+			var worker atomic.Uint64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(worker.Add(1)) * 1021
+				for pb.Next() {
+					if _, err := db.Get(keys[i%distinct]); err != tc.want {
+						b.Errorf("Get: %v, want %v", err, tc.want)
+						return
+					}
+					i++
+				}
+			})
+		})
+	}
 }
 
 // BenchmarkSet measures NoSync writes of 100-byte values.
