@@ -69,6 +69,10 @@ type DB struct {
 
 	gets, flushes, compactions atomic.Uint64
 	walGroups, walSyncs        atomic.Uint64 // commit groups written, fsyncs (tests)
+
+	// testHookBeforePin, if set (by tests, before any read), runs in
+	// loadReadState before the read state is pinned.
+	testHookBeforePin func()
 }
 
 type memEntry struct {

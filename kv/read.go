@@ -29,16 +29,38 @@ type readView struct {
 }
 
 // loadReadState returns a referenced view of the current state. seq 0 means
-// the latest state. The sequence number is read before the structures:
-// every write below it is then in a captured memtable or in the version (a
-// flush moves data from one to the other in one critical section).
+// the latest state: an implicit snapshot, not registered with compactions.
+//
+// The sequence number of an implicit snapshot is read under db.mu after the
+// read state is pinned, never before (as in Pebble). Invariant: every entry
+// with a sequence number <= lastSeq read here is in one of rs.mems or in a
+// table of rs.v, and rs.v holds no entry above it, so the newest version
+// that compactions kept of any key is visible:
+//   - the commit leader inserts a group into db.mem's memtable, then
+//     publishes lastSeq; it switches memtables (rotateMemtable) only before
+//     inserting a group, under db.mu, together with a new db.rs. So the
+//     memtable of any published entry is db.mem or in db.imm of the db.rs
+//     pinned in the same critical section (a switch after it happens before
+//     the next group's insert and publish, which this lastSeq cannot see);
+//   - db.imm holds only published groups, and a flush moves one from db.imm
+//     to a table of the version in one critical section (logAndApply's
+//     install): the pinned state has the memtable or the table, and its
+//     tables hold only entries published before it was pinned.
+//
+// Reading lastSeq first (before the pin) breaks this: a newer version
+// written, flushed and compacted in between replaces the one the reader
+// may see with one it may not (compactions keep only the newest version
+// above the oldest registered snapshot), and the key seems absent.
 func (db *DB) loadReadState(seq uint64) readView {
-	if seq == 0 {
-		seq = db.lastSeq.Load() + 1
+	if db.testHookBeforePin != nil {
+		db.testHookBeforePin()
 	}
 	db.mu.Lock()
 	rs := db.rs
 	rs.refs.Add(1)
+	if seq == 0 {
+		seq = db.lastSeq.Load() + 1
+	}
 	db.mu.Unlock()
 	return readView{rs, seq}
 }
