@@ -34,7 +34,8 @@
 // read. Tables are opened through a table cache bounded by MaxOpenFiles that
 // shares one Pebble block cache (new tables are opened when written, and
 // existing ones by a background pass after Open); a table's adaptive filter
-// state is saved when the cache closes it and on Close. Iterators merge the memtables and
+// state is saved when the cache closes it and on Close (a ReadOnly store
+// loads it but never saves it). Iterators merge the memtables and
 // tables (compaction.NewMergingIter) and see an implicit snapshot.
 //
 // # Filter policy

@@ -17,5 +17,10 @@
 // cache they are cache misses. The adaptive filter's state survives restarts in a state file
 // written atomically and bound to its table; a missing or bad one means the
 // table's pristine filter (StateError says why), never a false negative.
-// A corrupt filter block means no filter (FilterError says why).
+// With ReaderOptions.StateReadOnly the state file is loaded but never
+// written. A corrupt filter block means no filter (FilterError says why).
+//
+// Lookups take no lock and write no word shared across goroutines: each
+// registers in, and counts into, a cache-line stripe chosen per goroutine,
+// and Close waits for the stripes to drain.
 package sstable
