@@ -28,8 +28,8 @@ type DB struct {
 	fs     vfs.FS
 	policy filterpolicy.Policy
 	lock   io.Closer
-	cache  *pebble.Cache
 	tc     *tableCache
+	reads  *readGate // Gets and iterator constructions in flight
 
 	closed      atomic.Bool
 	lastSeq     atomic.Uint64 // last sequence number applied to the memtable (visible)
@@ -58,6 +58,9 @@ type DB struct {
 
 	refMu    sync.Mutex
 	fileRefs map[uint64]int
+
+	deleteMu      sync.Mutex
+	filesReleased bool // Close released the directory: delete no file
 
 	manifestMu sync.Mutex
 	manifest   *manifestWriter
@@ -125,11 +128,11 @@ func Open(dir string, opts *Options) (*DB, error) {
 	db.commitCond = sync.NewCond(&db.commitMu)
 	db.flushCond = sync.NewCond(&db.mu)
 	db.stallCond = sync.NewCond(&db.mu)
-	db.cache = pebble.NewCache(o.BlockCacheSize)
-	db.tc = newTableCache(fs, dir, db.cache, o.MaxOpenFiles, o.ReadOnly)
+	db.reads = newReadGate()
+	// The table cache owns the block cache's reference (see tableCache).
+	db.tc = newTableCache(fs, dir, pebble.NewCache(o.BlockCacheSize), o.MaxOpenFiles, o.ReadOnly)
 	if err := db.recover(); err != nil {
 		db.tc.closeAll()
-		db.cache.Unref()
 		lock.Close()
 		return nil, err
 	}
@@ -513,10 +516,12 @@ func (db *DB) Flush() error {
 	return nil
 }
 
-// Close syncs the WAL, waits for the flush or compaction in progress, saves
-// the tables' adaptive filter state and releases the directory lock.
-// Snapshots and iterators must be closed first; using anything of the DB
-// afterwards returns ErrClosed.
+// Close syncs the WAL, waits for the flush or compaction in progress and for
+// the Gets and iterator constructions in flight, saves the tables' adaptive
+// filter state and releases the directory lock. Reads that begin after
+// Close began return ErrClosed, as does anything of the DB used afterwards.
+// Close snapshots and iterators first: an iterator left open stops working
+// (see Iterator) and keeps its tables open until it is closed.
 func (db *DB) Close() error {
 	db.commitMu.Lock()
 	if db.closed.Load() {
@@ -553,8 +558,14 @@ func (db *DB) Close() error {
 	if db.manifest != nil {
 		keep(db.manifest.close())
 	}
+	// No Get or iterator construction is in flight any more. Iterators
+	// left open keep their tables (and the block cache) until closed.
+	db.reads.close()
+	db.reads.wait()
 	keep(db.tc.closeAll())
-	db.cache.Unref()
+	db.deleteMu.Lock()
+	db.filesReleased = true
+	db.deleteMu.Unlock()
 	keep(db.lock.Close())
 	return err
 }

@@ -15,6 +15,12 @@ import (
 // is not at a key return false: reposition it with First, Last, SeekGE or
 // SeekLT. An Iterator is not safe for concurrent use; Close it (before the
 // DB) to release the tables it pins.
+//
+// An iterator still open when its DB is closed stops working: from then on
+// its positioning calls return false and Error returns ErrClosed (a call
+// that runs while Close runs ends normally or with ErrClosed). The tables
+// it holds stay open (their files, and their blocks in the block cache)
+// until the iterator is closed, so Close it even then.
 type Iterator struct {
 	db     *DB
 	rs     readView
@@ -35,9 +41,13 @@ type Iterator struct {
 func (db *DB) NewIter(o *IterOptions) (*Iterator, error) { return db.newIter(o, 0) }
 
 func (db *DB) newIter(o *IterOptions, seq uint64) (*Iterator, error) {
-	if db.closed.Load() {
+	// The construction is a read in flight (Close waits for it); the
+	// iterator it returns is not: see DB.Close.
+	g := db.reads.enter()
+	if g == nil {
 		return nil, ErrClosed
 	}
+	defer g.exit()
 	var lower, upper []byte
 	if o != nil {
 		lower, upper = slices.Clone(o.LowerBound), slices.Clone(o.UpperBound)
@@ -246,7 +256,7 @@ func (l *levelIter) Close() error {
 // --- user-level iteration over the merged internal iterator ---
 
 func (i *Iterator) usable() bool {
-	if i.closed {
+	if i.closed || i.db.closed.Load() {
 		i.err = ErrClosed
 		i.valid = false
 		return false

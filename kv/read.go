@@ -100,9 +100,13 @@ func (db *DB) get(key []byte, seq uint64) ([]byte, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
-	if db.closed.Load() {
+	// Counted in flight: Close waits for this read before it closes the
+	// tables (or the read fails here with ErrClosed).
+	g := db.reads.enter()
+	if g == nil {
 		return nil, ErrClosed
 	}
+	defer g.exit()
 	db.gets.Add(1)
 	rs := db.loadReadState(seq)
 	defer rs.release()

@@ -17,6 +17,11 @@ import (
 // read-only store, which only loads it) and adds its
 // counters to the running totals, so Metrics covers closed and deleted
 // tables too.
+//
+// The cache owns one reference to the block cache. closeAll closes the idle
+// readers; a reader still in use (by an iterator left open at DB.Close) is
+// closed by its last release, and the block cache reference is dropped once
+// no reader is left, so a read never touches a released block cache.
 type tableCache struct {
 	fs       vfs.FS
 	dir      string
@@ -30,6 +35,11 @@ type tableCache struct {
 	closedSum  sstable.Metrics
 	lastFilter map[uint64]filterSize // last known filter size of live tables not open
 	closeErr   error
+	closed     bool // closeAll ran: get fails with ErrClosed
+	readers    int  // readers open or being opened, not yet closed
+	// cacheReleased: the block cache reference was dropped (closed, and
+	// no reader left).
+	cacheReleased bool
 }
 
 type filterSize struct{ bytes, keys uint64 }
@@ -54,6 +64,10 @@ func newTableCache(fs vfs.FS, dir string, cache *pebble.Cache, max int, readOnly
 // table wait for the one open.
 func (tc *tableCache) get(fn uint64) (*tcEntry, error) {
 	tc.mu.Lock()
+	if tc.closed {
+		tc.mu.Unlock()
+		return nil, ErrClosed
+	}
 	if e := tc.m[fn]; e != nil {
 		e.refs++
 		tc.lru.MoveToFront(e.elem)
@@ -68,6 +82,7 @@ func (tc *tableCache) get(fn uint64) (*tcEntry, error) {
 	e := &tcEntry{fileNum: fn, refs: 1, ready: make(chan struct{})}
 	e.elem = tc.lru.PushFront(e)
 	tc.m[fn] = e
+	tc.readers++
 	tc.mu.Unlock()
 
 	// A read-only store loads the saved adaptive state (so earlier
@@ -80,9 +95,16 @@ func (tc *tableCache) get(fn uint64) (*tcEntry, error) {
 	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
+	if err == nil && tc.closed {
+		// closeAll ran during the open (and saved no state for it): the
+		// reader was never used.
+		_ = r.Close()
+		r, err = nil, ErrClosed
+	}
 	e.r, e.err = r, err
 	close(e.ready)
 	if err != nil {
+		tc.readerClosedLocked()
 		// Forget the failed open, so that a later get retries it.
 		if tc.m[fn] == e {
 			tc.lru.Remove(e.elem)
@@ -121,7 +143,7 @@ func (tc *tableCache) evictLocked() {
 
 func (tc *tableCache) closeLocked(e *tcEntry) {
 	if e.r == nil {
-		return // failed or still opening
+		return // failed, closed or still opening
 	}
 	m := e.r.Metrics()
 	addMetrics(&tc.closedSum, m)
@@ -130,6 +152,24 @@ func (tc *tableCache) closeLocked(e *tcEntry) {
 	}
 	if err := e.r.Close(); err != nil && tc.closeErr == nil {
 		tc.closeErr = err
+	}
+	e.r = nil
+	tc.readerClosedLocked()
+}
+
+// readerClosedLocked counts a reader closed (or an open that failed) and
+// releases the block cache once the cache is closed and no reader is left.
+func (tc *tableCache) readerClosedLocked() {
+	tc.readers--
+	tc.releaseBlockCacheLocked()
+}
+
+// releaseBlockCacheLocked drops the block cache reference once the cache is
+// closed and no reader is left.
+func (tc *tableCache) releaseBlockCacheLocked() {
+	if tc.closed && tc.readers == 0 && !tc.cacheReleased {
+		tc.cacheReleased = true
+		tc.cache.Unref()
 	}
 }
 
@@ -151,17 +191,31 @@ func (tc *tableCache) evict(fn uint64) {
 	}
 }
 
-// closeAll closes every reader (saving adaptive state) and returns the first
-// close error met by the cache.
+// closeAll closes the cache: later gets fail with ErrClosed. It closes
+// every idle reader (saving its adaptive state) and saves the state of the
+// readers still in use, which their last release closes; the block cache is
+// released with the last reader. It returns the first close error met by
+// the cache.
 func (tc *tableCache) closeAll() error {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
+	if tc.closed {
+		return tc.closeErr
+	}
+	tc.closed = true
 	for fn, e := range tc.m {
 		tc.lru.Remove(e.elem)
 		delete(tc.m, fn)
 		e.gone = true
-		tc.closeLocked(e)
+		if e.refs == 0 {
+			tc.closeLocked(e)
+		} else if e.r != nil && !tc.readOnly {
+			if err := e.r.SaveState(); err != nil && tc.closeErr == nil {
+				tc.closeErr = err
+			}
+		}
 	}
+	tc.releaseBlockCacheLocked()
 	return tc.closeErr
 }
 

@@ -60,9 +60,16 @@ func (db *DB) releaseVersion(v *version) {
 
 // deleteTable evicts a table from the table cache (its counters go to the
 // running totals) and removes the table and its adaptive state file.
+// After Close (a version released by an iterator left open) the files stay:
+// the directory lock is gone, and the next Open deletes them.
 func (db *DB) deleteTable(fn uint64) {
 	db.tc.evict(fn)
 	if db.opts.ReadOnly {
+		return
+	}
+	db.deleteMu.Lock()
+	defer db.deleteMu.Unlock()
+	if db.filesReleased {
 		return
 	}
 	_ = db.fs.Remove(db.fs.PathJoin(db.dir, tableFileName(fn)))
