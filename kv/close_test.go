@@ -96,10 +96,12 @@ func TestGetRacingCloseCompletes(t *testing.T) {
 	require.ErrorIs(t, err, ErrClosed)
 }
 
-// fileCountFS counts the table files open through it.
+// fileCountFS counts the files (and directories) open through it whose
+// name ends with suffix ("": all).
 type fileCountFS struct {
 	vfs.FS
-	open atomic.Int64
+	suffix string
+	open   atomic.Int64
 }
 
 type countedFile struct {
@@ -115,13 +117,37 @@ func (f *countedFile) Close() error {
 	return f.File.Close()
 }
 
-func (c *fileCountFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
-	f, err := c.FS.Open(name, opts...)
-	if err != nil || !strings.HasSuffix(name, ".sst") {
+func (c *fileCountFS) count(name string, f vfs.File, err error) (vfs.File, error) {
+	if err != nil || !strings.HasSuffix(name, c.suffix) {
 		return f, err
 	}
 	c.open.Add(1)
 	return &countedFile{File: f, fs: c}, nil
+}
+
+func (c *fileCountFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	f, err := c.FS.Open(name, opts...)
+	return c.count(name, f, err)
+}
+
+func (c *fileCountFS) Create(name string, cat vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := c.FS.Create(name, cat)
+	return c.count(name, f, err)
+}
+
+func (c *fileCountFS) OpenReadWrite(name string, cat vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
+	f, err := c.FS.OpenReadWrite(name, cat, opts...)
+	return c.count(name, f, err)
+}
+
+func (c *fileCountFS) ReuseForWrite(oldname, newname string, cat vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := c.FS.ReuseForWrite(oldname, newname, cat)
+	return c.count(newname, f, err)
+}
+
+func (c *fileCountFS) OpenDir(name string) (vfs.File, error) {
+	f, err := c.FS.OpenDir(name)
+	return c.count(name, f, err)
 }
 
 // manyTablesDB writes n keys compacted into several L6 tables and reopens
@@ -146,7 +172,7 @@ func manyTablesDB(t *testing.T, cfs *fileCountFS, n, maxOpen int) *DB {
 // stops with ErrClosed instead of reading closed tables, keeps the tables
 // it holds open until it is closed, and then every table file is closed.
 func TestIteratorLeftOpenAtClose(t *testing.T) {
-	cfs := &fileCountFS{FS: vfs.NewMem()}
+	cfs := &fileCountFS{FS: vfs.NewMem(), suffix: ".sst"}
 	db := manyTablesDB(t, cfs, 2000, 0)
 	it, err := db.NewIter(nil)
 	require.NoError(t, err)
@@ -171,7 +197,7 @@ func TestIteratorLeftOpenAtClose(t *testing.T) {
 func TestCloseRacesReaders(t *testing.T) {
 	const n = 2000
 	for round := 0; round < 5; round++ {
-		cfs := &fileCountFS{FS: vfs.NewMem()}
+		cfs := &fileCountFS{FS: vfs.NewMem(), suffix: ".sst"}
 		db := manyTablesDB(t, cfs, n, 2)
 		var wg sync.WaitGroup
 		errs := make(chan error, 8)

@@ -132,6 +132,14 @@ func Open(dir string, opts *Options) (*DB, error) {
 	// The table cache owns the block cache's reference (see tableCache).
 	db.tc = newTableCache(fs, dir, pebble.NewCache(o.BlockCacheSize), o.MaxOpenFiles, o.ReadOnly)
 	if err := db.recover(); err != nil {
+		// Close what recovery opened (the files it created stay: the next
+		// Open deletes what no manifest refers to).
+		if db.wal != nil {
+			db.wal.close()
+		}
+		if db.manifest != nil {
+			db.manifest.close()
+		}
 		db.tc.closeAll()
 		lock.Close()
 		return nil, err
@@ -220,10 +228,23 @@ func (db *DB) recover() error {
 		}
 	}
 
-	// Replay the WALs into one memtable.
+	// Replay the WALs into one memtable. The newest WAL, whose torn tail is
+	// tolerated, is the newest with data: a later empty WAL was created by
+	// a rotation or a recovery that went no further, before any record was
+	// written to it (see replayWAL).
+	newest := len(wals) - 1
+	for ; newest > 0; newest-- {
+		st, err := fs.Stat(fs.PathJoin(dir, walFileName(wals[newest])))
+		if err != nil {
+			return err
+		}
+		if st.Size() > 0 {
+			break
+		}
+	}
 	mt := memtable.New()
 	for i, num := range wals {
-		_, err := replayWAL(fs, fs.PathJoin(dir, walFileName(num)), i == len(wals)-1, func(data []byte) error {
+		_, err := replayWAL(fs, fs.PathJoin(dir, walFileName(num)), i >= newest, func(data []byte) error {
 			buf := slices.Clone(data)
 			_, _, err := decodeBatch(buf, func(seq uint64, e batchEntry) error {
 				mt.Add(sstable.InternalKey{UserKey: e.key, Seq: seq, Kind: e.kind}, e.value)
@@ -247,8 +268,12 @@ func (db *DB) recover() error {
 		return nil
 	}
 
-	// Flush what the WAL held into an L0 table, start a new WAL and write a
-	// fresh manifest.
+	// Flush what the WAL held into an L0 table, write a fresh manifest whose
+	// log number is a new WAL's, then create that WAL. In this order a
+	// recovery that fails or is interrupted at any step leaves the old WALs
+	// as they were (the newest still newest, its torn tail still tolerated)
+	// or a manifest that no longer needs them: never a new empty WAL next
+	// to a manifest that still does.
 	if !mt.Empty() {
 		meta, err := db.writeTable(mt.NewIter())
 		if err != nil {
@@ -260,6 +285,13 @@ func (db *DB) recover() error {
 		}
 	}
 	walNum := db.allocFileNum()
+	manNum := db.allocFileNum()
+	m, err := createManifest(fs, dir, manNum,
+		snapshotEdit(levels, walNum, db.nextFileNum.Load(), db.lastSeq.Load()))
+	if err != nil {
+		return err
+	}
+	db.manifest = m
 	w, err := createWAL(fs, fs.PathJoin(dir, walFileName(walNum)), walNum)
 	if err != nil {
 		return err
@@ -268,13 +300,6 @@ func (db *DB) recover() error {
 	if err := syncDir(fs, dir); err != nil {
 		return err
 	}
-	manNum := db.allocFileNum()
-	m, err := createManifest(fs, dir, manNum,
-		snapshotEdit(levels, walNum, db.nextFileNum.Load(), db.lastSeq.Load()))
-	if err != nil {
-		return err
-	}
-	db.manifest = m
 	db.logNum = walNum
 	db.mem = &memEntry{mt: memtable.New(), walNum: walNum}
 	db.current = db.newVersion(levels)

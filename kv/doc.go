@@ -59,10 +59,13 @@
 //
 // Recovery replays the WALs newer than the manifest's log number. Every WAL
 // record begins with the file offset known to be fsynced when it was
-// written. A bad record (checksum mismatch, cut short) in the newest WAL is
-// a torn tail when no later valid record says the file had been fsynced past
-// it: recovery keeps every record before it and drops the rest (the recovered
-// data is flushed to a table and the old WAL deleted, which truncates it).
+// written. A bad record (checksum mismatch, cut short) in the newest WAL
+// (the newest with data: an empty later WAL, left by a crash right after a
+// memtable switch, does not count) is a torn tail when no later valid
+// record says the file had been fsynced past it: recovery keeps every record
+// before it and drops the rest (the recovered data is flushed to a table,
+// a new manifest written, and only then a new WAL created and the old one
+// deleted, so a failed or interrupted recovery can be retried).
 // Any other bad record, a bad record in an older WAL (those are fsynced whole
 // before the next one starts), a malformed batch, a bad manifest record
 // followed by valid ones, a missing table or a table that fails its

@@ -151,10 +151,11 @@ func laterSyncedRecord(data []byte, off int64, requireSynced bool) bool {
 //
 // Corruption policy: a record that fails its checksum or is cut short ends
 // the replay. It is a torn tail, tolerated (the records from there on are
-// dropped), when the file is the newest WAL and no later valid record says
-// the file had been fsynced past the bad record; otherwise (an older WAL,
-// which was fsynced whole when it was closed, or a bad record inside the
-// synced prefix) it is corruption: an error wrapping ErrCorruption.
+// dropped), when the file is the newest WAL (newest: every later WAL is
+// empty) and no later valid record says the file had been fsynced past the
+// bad record; otherwise (an older WAL, which was fsynced whole before a
+// later one got a record, or a bad record inside the synced prefix) it is
+// corruption: an error wrapping ErrCorruption.
 // It returns the offset just past the last good record.
 func replayWAL(fs vfs.FS, path string, newest bool, fn func(data []byte) error) (good int64, err error) {
 	data, err := readFile(fs, path)
