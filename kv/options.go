@@ -18,7 +18,10 @@ type Options struct {
 	// unknown name makes Open fail with an error wrapping ErrUnknownPolicy.
 	FilterPolicy string
 	// Filter, when non-nil, overrides FilterPolicy (e.g.
-	// filterpolicy.NewBloom(12)).
+	// filterpolicy.NewBloom(12)). It must be a policy built by package
+	// filterpolicy (ByName, New, NewBloom...), not a type of its own
+	// wrapping one, which tables cannot be written with: Open rejects it
+	// with an error wrapping ErrInvalidOptions.
 	Filter filterpolicy.Policy
 	// BlockCacheSize is the size in bytes of the block cache shared by all
 	// tables. Default 8 MiB.
@@ -103,6 +106,14 @@ func (o *Options) withDefaults() (Options, error) {
 		return r, fmt.Errorf("%w: MaxOpenFiles %d < 0", ErrInvalidOptions, r.MaxOpenFiles)
 	case r.MaxImmutableMemTables < 0:
 		return r, fmt.Errorf("%w: MaxImmutableMemTables %d < 0", ErrInvalidOptions, r.MaxImmutableMemTables)
+	}
+	// The check sstable.Create makes when it writes a table with the
+	// policy: made here, a policy that cannot write tables fails Open
+	// instead of the first flush (with a sticky error).
+	if r.Filter != nil && r.Filter.Kind() != "none" {
+		if _, err := filterpolicy.ForTable(r.Filter, 1); err != nil {
+			return r, fmt.Errorf("%w: Filter: %w", ErrInvalidOptions, err)
+		}
 	}
 	if r.FilterPolicy == "" {
 		r.FilterPolicy = DefaultFilterPolicy

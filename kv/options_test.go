@@ -1,0 +1,45 @@
+package kv
+
+import (
+	"os"
+	"testing"
+
+	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+)
+
+// wrappedPolicy is a Policy of a type of its own around a filterpolicy
+// policy (e.g. to log or count its calls): tables cannot be written with it.
+type wrappedPolicy struct{ filterpolicy.Policy }
+
+// TestOpenRejectsForeignFilterPolicy: Options.Filter that is not one of
+// filterpolicy's own policies is rejected by Open (before it creates
+// anything). It used to pass Open, and then the first flush failed, which
+// made every later write fail with the sticky error.
+func TestOpenRejectsForeignFilterPolicy(t *testing.T) {
+	bloom, err := filterpolicy.ByName("bloom")
+	require.NoError(t, err)
+	fs := vfs.NewMem()
+	_, err = Open("db", &Options{FS: fs, Filter: wrappedPolicy{bloom}})
+	require.ErrorIs(t, err, ErrInvalidOptions)
+	_, err = fs.Stat("db")
+	require.ErrorIs(t, err, os.ErrNotExist, "a rejected Open creates nothing")
+
+	// Policies that write tables: filterpolicy's own, and any wrapper of
+	// "none" (tables are then written without a filter, as sstable.Create
+	// does not ask the policy to build one).
+	none, err := filterpolicy.ByName("none")
+	require.NoError(t, err)
+	for _, p := range []filterpolicy.Policy{bloom, filterpolicy.NewBloom(12), none, wrappedPolicy{none}} {
+		db, err := Open("db", &Options{FS: fs, Filter: p})
+		require.NoError(t, err, "%T %s", p, p.Kind())
+		require.NoError(t, db.Set([]byte("a"), []byte("1"), Sync))
+		require.NoError(t, db.Flush())
+		require.NoError(t, db.Set([]byte("b"), []byte("2"), Sync), "no sticky flush error")
+		v, err := db.Get([]byte("a"))
+		require.NoError(t, err)
+		require.Equal(t, "1", string(v))
+		require.NoError(t, db.Close())
+	}
+}
