@@ -12,27 +12,39 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// gateFS blocks the first Open of a file whose name ends with target until
-// release is closed (entered is closed when it blocks).
+// gateFS blocks the first Open of a file whose name ends with target (and
+// the first Create of one ending with createTarget) until release is closed
+// (entered is closed when it blocks).
 type gateFS struct {
 	vfs.FS
-	target  atomic.Value // string; "" matches nothing
-	entered chan struct{}
-	release chan struct{}
+	target       atomic.Value // string; "" matches nothing
+	createTarget atomic.Value // string; "" matches nothing
+	entered      chan struct{}
+	release      chan struct{}
 }
 
 func newGateFS(fs vfs.FS) *gateFS {
 	g := &gateFS{FS: fs, entered: make(chan struct{}), release: make(chan struct{})}
 	g.target.Store("")
+	g.createTarget.Store("")
 	return g
 }
 
-func (g *gateFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
-	if t, _ := g.target.Load().(string); t != "" && strings.HasSuffix(name, t) && g.target.CompareAndSwap(t, "") {
+func (g *gateFS) wait(target *atomic.Value, name string) {
+	if t, _ := target.Load().(string); t != "" && strings.HasSuffix(name, t) && target.CompareAndSwap(t, "") {
 		close(g.entered)
 		<-g.release
 	}
+}
+
+func (g *gateFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	g.wait(&g.target, name)
 	return g.FS.Open(name, opts...)
+}
+
+func (g *gateFS) Create(name string, cat vfs.DiskWriteCategory) (vfs.File, error) {
+	g.wait(&g.createTarget, name)
+	return g.FS.Create(name, cat)
 }
 
 // TestGetRacingCloseCompletes blocks a Get while it opens a table (not yet

@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -113,8 +114,11 @@ func (db *DB) runCompaction(plan *compaction.Plan) error {
 	}
 	if err != nil {
 		removeOutputs()
-		if errors.Is(err, sstable.ErrCorrupt) {
+		switch {
+		case errors.Is(err, sstable.ErrCorrupt):
 			err = fmt.Errorf("%w: %w", ErrCorruption, err)
+		case errors.Is(err, compaction.ErrCanceled):
+			err = fmt.Errorf("%w: %w", ErrClosed, err) // by Close
 		}
 		return fmt.Errorf("kv: compaction L%d->L%d: %w", plan.Level, plan.OutputLevel, err)
 	}
@@ -193,13 +197,18 @@ func (db *DB) warmTable(fn uint64) {
 // Compact flushes the memtable and compacts every table overlapping the
 // user keys [start, end] (nil: unbounded) level by level down to the last
 // level, so that shadowed versions and tombstones in the range are dropped
-// (except what live snapshots still see).
+// (except what live snapshots still see). start > end is an error wrapping
+// ErrInvalidOptions; a Compact that Close cancels returns an error wrapping
+// ErrClosed.
 func (db *DB) Compact(start, end []byte) error {
 	if db.closed.Load() {
 		return ErrClosed
 	}
 	if db.opts.ReadOnly {
 		return ErrReadOnly
+	}
+	if start != nil && end != nil && bytes.Compare(start, end) > 0 {
+		return fmt.Errorf("%w: Compact range start %q > end %q", ErrInvalidOptions, start, end)
 	}
 	if err := db.Flush(); err != nil {
 		return err
@@ -214,6 +223,9 @@ func (db *DB) Compact(start, end []byte) error {
 		plan, err := compaction.TryPickRange(v.levels, level, start, end, nil)
 		v.unref()
 		if err != nil {
+			if errors.Is(err, compaction.ErrInvalidOptions) {
+				err = fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+			}
 			return fmt.Errorf("kv: compact: %w", err)
 		}
 		if plan == nil {

@@ -30,7 +30,8 @@ var (
 	// that fail their checksum or cannot be decoded (other than a torn WAL
 	// tail, which recovery truncates; see the package doc).
 	ErrCorruption = errors.New("kv: corruption")
-	// ErrInvalidOptions is returned by Open for out-of-range options.
+	// ErrInvalidOptions is returned by Open for out-of-range options, and by
+	// Compact for a range whose start is after its end.
 	ErrInvalidOptions = errors.New("kv: invalid options")
 	// ErrUnknownPolicy is filterpolicy.ErrUnknownPolicy, re-exported: Open
 	// returns it for an Options.FilterPolicy name not in the registry.

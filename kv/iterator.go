@@ -123,7 +123,7 @@ func (db *DB) newTableIter(fn uint64, lower, upper []byte) (*tableIter, error) {
 	it, err := h.r.NewIter(lower, upper)
 	if err != nil {
 		db.tc.release(h)
-		return nil, err
+		return nil, corruptionErr(err)
 	}
 	return &tableIter{Iterator: it, db: db, h: h}, nil
 }
