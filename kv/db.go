@@ -29,7 +29,6 @@ type DB struct {
 	policy filterpolicy.Policy
 	lock   io.Closer
 	tc     *tableCache
-	reads  *readGate // Gets and iterator constructions in flight
 
 	closed      atomic.Bool
 	lastSeq     atomic.Uint64 // last sequence number applied to the memtable (visible)
@@ -47,7 +46,8 @@ type DB struct {
 	mem        *memEntry
 	imm        []*memEntry // full memtables, oldest first; replaced, never mutated
 	current    *version
-	rs         *readState // what reads see; see loadReadState
+	rs         *readState              // what reads see; see loadReadState
+	liveRS     map[*readState]struct{} // read states with references
 	logNum     uint64
 	snapshots  map[*Snapshot]struct{}
 	closing    bool
@@ -122,13 +122,13 @@ func Open(dir string, opts *Options) (*DB, error) {
 		dir: dir, opts: o, fs: fs, policy: policy, lock: lock,
 		fileRefs:    make(map[uint64]int),
 		snapshots:   make(map[*Snapshot]struct{}),
+		liveRS:      make(map[*readState]struct{}),
 		compactKick: make(chan struct{}, 1),
 		closeCh:     make(chan struct{}),
 	}
 	db.commitCond = sync.NewCond(&db.commitMu)
 	db.flushCond = sync.NewCond(&db.mu)
 	db.stallCond = sync.NewCond(&db.mu)
-	db.reads = newReadGate()
 	// The table cache owns the block cache's reference (see tableCache).
 	db.tc = newTableCache(fs, dir, pebble.NewCache(o.BlockCacheSize), o.MaxOpenFiles, o.ReadOnly)
 	if err := db.recover(); err != nil {
@@ -585,8 +585,7 @@ func (db *DB) Close() error {
 	}
 	// No Get or iterator construction is in flight any more. Iterators
 	// left open keep their tables (and the block cache) until closed.
-	db.reads.close()
-	db.reads.wait()
+	db.waitReads()
 	keep(db.tc.closeAll())
 	db.deleteMu.Lock()
 	db.filesReleased = true

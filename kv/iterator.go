@@ -41,18 +41,19 @@ type Iterator struct {
 func (db *DB) NewIter(o *IterOptions) (*Iterator, error) { return db.newIter(o, 0) }
 
 func (db *DB) newIter(o *IterOptions, seq uint64) (*Iterator, error) {
-	// The construction is a read in flight (Close waits for it); the
-	// iterator it returns is not: see DB.Close.
-	g := db.reads.enter()
-	if g == nil {
+	if db.closed.Load() {
 		return nil, ErrClosed
 	}
-	defer g.exit()
 	var lower, upper []byte
 	if o != nil {
 		lower, upper = slices.Clone(o.LowerBound), slices.Clone(o.UpperBound)
 	}
-	rs := db.loadReadState(seq)
+	// The construction is a read in flight (Close waits for it); the
+	// iterator it returns is not (rs.iters): see DB.Close.
+	rs, err := db.loadReadState(seq)
+	if err != nil {
+		return nil, err
+	}
 	iters := make([]sstable.Iterator, 0, len(rs.mems)+len(rs.v.levels[0])+compaction.NumLevels)
 	for _, mt := range rs.mems {
 		iters = append(iters, mt.NewIter())
@@ -86,6 +87,7 @@ func (db *DB) newIter(o *IterOptions, seq uint64) (*Iterator, error) {
 			iters = append(iters, &levelIter{db: db, tables: ts, lower: lower, upper: upper, idx: -1})
 		}
 	}
+	rs.iters.Add(1)
 	return &Iterator{db: db, rs: rs, it: compaction.NewMergingIter(iters...), lower: lower, upper: upper}, nil
 }
 
@@ -455,6 +457,7 @@ func (i *Iterator) Close() error {
 	i.closed = true
 	i.valid = false
 	err := i.it.Close()
+	i.rs.iters.Add(-1)
 	i.rs.release()
 	if err == nil && i.err != nil && i.err != ErrClosed {
 		err = i.err

@@ -2,9 +2,11 @@ package kv
 
 import (
 	"bytes"
+	"runtime"
 	"slices"
 	"sort"
 	"sync/atomic"
+	"time"
 
 	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
@@ -15,10 +17,18 @@ import (
 // referenced version. The DB keeps the current one (db.rs) and replaces it
 // whenever a memtable switches or a version is installed; a read takes a
 // reference instead of copying the structures.
+//
+// The references also count the reads in flight, for Close: a read state's
+// references are the DB's own (while it is db.rs), one per open iterator
+// (also counted in iters) and one per Get or iterator construction in
+// flight. Close stops new reads (db.closing), then waits until every live
+// read state (db.liveRS) holds no reference of the last kind, at no cost to
+// the read path beyond the reference it takes anyway.
 type readState struct {
-	refs atomic.Int32
-	mems []*memtable.MemTable
-	v    *version
+	refs  atomic.Int32
+	iters atomic.Int32 // references held by open iterators
+	mems  []*memtable.MemTable
+	v     *version
 }
 
 // readView is a readState at a sequence number: versions with Seq < seq
@@ -51,23 +61,64 @@ type readView struct {
 // written, flushed and compacted in between replaces the one the reader
 // may see with one it may not (compactions keep only the newest version
 // above the oldest registered snapshot), and the key seems absent.
-func (db *DB) loadReadState(seq uint64) readView {
+//
+// After Close began it returns ErrClosed.
+func (db *DB) loadReadState(seq uint64) (readView, error) {
 	if db.testHookBeforePin != nil {
 		db.testHookBeforePin()
 	}
 	db.mu.Lock()
+	if db.closing {
+		db.mu.Unlock()
+		return readView{}, ErrClosed
+	}
 	rs := db.rs
 	rs.refs.Add(1)
 	if seq == 0 {
 		seq = db.lastSeq.Load() + 1
 	}
 	db.mu.Unlock()
-	return readView{rs, seq}
+	return readView{rs, seq}, nil
 }
 
 func (rs *readState) release() {
 	if rs.refs.Add(-1) == 0 {
+		db := rs.v.db
+		db.mu.Lock()
+		delete(db.liveRS, rs)
+		db.mu.Unlock()
 		rs.v.unref()
+	}
+}
+
+// readsInFlight reports whether a Get or an iterator construction holds a
+// read state (see readState).
+func (db *DB) readsInFlight() bool {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for rs := range db.liveRS {
+		n := rs.refs.Load() - rs.iters.Load()
+		if rs == db.rs {
+			n-- // the DB's own reference
+		}
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// waitReads waits until no Get or iterator construction is in flight; the
+// caller has set db.closing, so no new one starts. Reads are short (one
+// may read a filter's remote representation to adapt), so it yields, then
+// sleeps.
+func (db *DB) waitReads() {
+	for spin := 0; db.readsInFlight(); spin++ {
+		if spin < 64 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(min(time.Duration(spin-63)*10*time.Microsecond, time.Millisecond))
+		}
 	}
 }
 
@@ -77,6 +128,7 @@ func (db *DB) newReadStateLocked() *readState {
 	rs := &readState{v: db.current}
 	rs.v.ref()
 	rs.refs.Store(1)
+	db.liveRS[rs] = struct{}{}
 	rs.mems = make([]*memtable.MemTable, 0, 1+len(db.imm))
 	rs.mems = append(rs.mems, db.mem.mt)
 	for i := len(db.imm) - 1; i >= 0; i-- {
@@ -100,15 +152,16 @@ func (db *DB) get(key []byte, seq uint64) ([]byte, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
-	// Counted in flight: Close waits for this read before it closes the
-	// tables (or the read fails here with ErrClosed).
-	g := db.reads.enter()
-	if g == nil {
+	if db.closed.Load() {
 		return nil, ErrClosed
 	}
-	defer g.exit()
 	db.gets.Add(1)
-	rs := db.loadReadState(seq)
+	// In flight while it holds rs: Close waits for this read before it
+	// closes the tables (or the read fails here with ErrClosed).
+	rs, err := db.loadReadState(seq)
+	if err != nil {
+		return nil, err
+	}
 	defer rs.release()
 	for _, mt := range rs.mems {
 		if v, kind, ok := mt.Get(key, rs.seq); ok {
