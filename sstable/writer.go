@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/adaptkv/adaptkv/filterpolicy"
 	"github.com/cockroachdb/pebble/v2"
@@ -189,7 +190,7 @@ func (w *Writer) Abort() error {
 }
 
 func (w *Writer) abort() {
-	w.w.aborted = true
+	w.w.aborted.Store(true)
 	_ = w.rw.Close() // stops Pebble's write goroutine; every write now fails fast
 	w.w.abortOnce()
 }
@@ -200,19 +201,19 @@ var errAborted = errors.New("sstable: writer aborted")
 // fail and Finish closes the file without syncing.
 type abortableWritable struct {
 	objstorage.Writable
-	aborted bool
+	aborted atomic.Bool // set by Abort while Pebble's writer goroutine may be writing
 	done    bool
 }
 
 func (a *abortableWritable) Write(p []byte) error {
-	if a.aborted {
+	if a.aborted.Load() {
 		return errAborted
 	}
 	return a.Writable.Write(p)
 }
 
 func (a *abortableWritable) Finish() error {
-	if a.aborted {
+	if a.aborted.Load() {
 		a.abortOnce()
 		return errAborted
 	}
