@@ -451,6 +451,14 @@ func createManifest(fs vfs.FS, dir string, num uint64, e *versionEdit) (*manifes
 		m.close()
 		return nil, err
 	}
+	// The manifest's directory entry must be durable before CURRENT can name
+	// it: a file system may persist the later rename of CURRENT and lose the
+	// earlier, unsynced create (vfs.NewCrashableMem does), leaving CURRENT
+	// pointing at nothing.
+	if err := syncDir(fs, dir); err != nil {
+		m.close()
+		return nil, err
+	}
 	if err := setCurrent(fs, dir, num); err != nil {
 		m.close()
 		return nil, err
