@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -40,7 +42,7 @@ func adaptRun(t *testing.T, policy string, present, absent, rounds int) (perRoun
 	}
 	// No false negatives after all that adapting.
 	for i := 0; i < present; i += 7 {
-		v, err := db.Get(key(2 * i))
+		v, err := db.Get(stateTestKey(2 * i))
 		require.NoError(t, err)
 		require.Equal(t, "value", string(v))
 	}
@@ -79,52 +81,71 @@ func TestAdaptivity(t *testing.T) {
 	_ = fmt.Sprint
 }
 
-// TestAdaptiveStatePersists checks that adaptations survive the table cache
-// closing a table (MaxOpenFiles 1) and a restart: the state files are saved
-// and loaded, so known false positives stay fixed.
-func TestAdaptiveStatePersists(t *testing.T) {
-	fs := vfs.NewMem()
-	opts := &Options{FS: fs, FilterPolicy: "taf", MemTableSize: 64 << 10, TargetFileSize: 32 << 10, MaxOpenFiles: 1}
+// stateTestKey is the key of record i: even i are stored, odd i absent.
+func stateTestKey(i int) []byte {
+	return binary.BigEndian.AppendUint64([]byte("user"), uint64(i)*0x9E3779B97F4A7C15)
+}
+
+// adaptiveStateStore opens a taf store whose table cache holds one table (so
+// tables are closed, and their state saved, all along), loads it and
+// compacts it into several tables. absent is sized so a round expects
+// dozens of false positives (about 0.37% of absent keys per table checked):
+// a zero first round would be an e^-25 event, not a flake.
+func adaptiveStateStore(t *testing.T) (fs vfs.FS, opts *Options, db *DB, present, absent int) {
+	fs = vfs.NewMem()
+	opts = &Options{FS: fs, FilterPolicy: "taf", MemTableSize: 64 << 10, TargetFileSize: 32 << 10, MaxOpenFiles: 1}
 	db, err := Open("db", opts)
 	require.NoError(t, err)
-	key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte("user"), uint64(i)*0x9E3779B97F4A7C15) }
-	// absent is sized so a round expects dozens of false positives (about
-	// 0.37% of absent keys per table checked): a zero first round would be
-	// an e^-25 event, not a flake.
-	present, absent := 20_000, 20_000
+	present, absent = 20_000, 20_000
 	if testing.Short() {
 		present, absent = 8000, 10_000
 	}
 	for i := 0; i < present; i++ {
-		require.NoError(t, db.Set(key(2*i), []byte("v"), NoSync))
+		require.NoError(t, db.Set(stateTestKey(2*i), []byte("v"), NoSync))
 	}
 	require.NoError(t, db.Compact(nil, nil))
-	round := func(db *DB) uint64 {
-		before := db.Metrics().FalsePositiveProbes
-		for i := 0; i < absent; i++ {
-			_, err := db.Get(key(2*i + 1))
-			require.ErrorIs(t, err, ErrNotFound)
-		}
-		return db.Metrics().FalsePositiveProbes - before
-	}
-	first := round(db)
-	require.Positive(t, first)
 	require.Greater(t, db.Metrics().Levels[6].NumFiles, 1, "several tables, so the cache of 1 evicts")
-	require.LessOrEqual(t, round(db), first/10+1, "after eviction")
+	return fs, opts, db, present, absent
+}
+
+// fpRound asks the absent keys from..from+n once each and returns the
+// false-positive probes they cost.
+func fpRound(t *testing.T, db *DB, from, n int) uint64 {
+	before := db.Metrics().FalsePositiveProbes
+	for i := from; i < from+n; i++ {
+		_, err := db.Get(stateTestKey(2*i + 1))
+		require.ErrorIs(t, err, ErrNotFound)
+	}
+	return db.Metrics().FalsePositiveProbes - before
+}
+
+// countStateFiles counts the adaptive state files among names.
+func countStateFiles(names []string) int {
+	n := 0
+	for _, name := range names {
+		if ft, _ := parseFileName(name); ft == fileTypeState {
+			n++
+		}
+	}
+	return n
+}
+
+// TestAdaptiveStatePersists checks that adaptations survive the table cache
+// closing a table (MaxOpenFiles 1) and a restart: the state files are saved
+// and loaded, so known false positives stay fixed.
+func TestAdaptiveStatePersists(t *testing.T) {
+	fs, opts, db, _, absent := adaptiveStateStore(t)
+	first := fpRound(t, db, 0, absent)
+	require.Positive(t, first)
+	require.LessOrEqual(t, fpRound(t, db, 0, absent), first/10+1, "after eviction")
 	require.NoError(t, db.Close())
 	names, err := fs.List("db")
 	require.NoError(t, err)
-	states := 0
-	for _, n := range names {
-		if ft, _ := parseFileName(n); ft == fileTypeState {
-			states++
-		}
-	}
-	require.Positive(t, states, "adaptive state files saved")
+	require.Positive(t, countStateFiles(names), "adaptive state files saved")
 	db, err = Open("db", opts)
 	require.NoError(t, err)
 	defer db.Close()
-	again := round(db)
+	again := fpRound(t, db, 0, absent)
 	t.Logf("first round %d false-positive probes, after restart %d", first, again)
 	require.LessOrEqual(t, again, first/10+1, "after restart")
 }
@@ -136,33 +157,9 @@ func TestAdaptiveStatePersists(t *testing.T) {
 // read-only session (whose table cache of 1 closes tables all along) every
 // file, state files included, is byte-for-byte unchanged.
 func TestReadOnlyKeepsAdaptiveState(t *testing.T) {
-	fs := vfs.NewMem()
-	opts := &Options{FS: fs, FilterPolicy: "taf", MemTableSize: 64 << 10, TargetFileSize: 32 << 10, MaxOpenFiles: 1}
-	db, err := Open("db", opts)
-	require.NoError(t, err)
-	key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte("user"), uint64(i)*0x9E3779B97F4A7C15) }
-	// absent is sized so a round expects dozens of false positives (about
-	// 0.37% of absent keys per table checked): a zero first round would be
-	// an e^-25 event, not a flake.
-	present, absent := 20_000, 20_000
-	if testing.Short() {
-		present, absent = 8000, 10_000
-	}
-	for i := 0; i < present; i++ {
-		require.NoError(t, db.Set(key(2*i), []byte("v"), NoSync))
-	}
-	require.NoError(t, db.Compact(nil, nil))
-	round := func(db *DB, from int) uint64 {
-		before := db.Metrics().FalsePositiveProbes
-		for i := from; i < from+absent; i++ {
-			_, err := db.Get(key(2*i + 1))
-			require.ErrorIs(t, err, ErrNotFound)
-		}
-		return db.Metrics().FalsePositiveProbes - before
-	}
-	first := round(db, 0)
+	fs, opts, db, present, absent := adaptiveStateStore(t)
+	first := fpRound(t, db, 0, absent)
 	require.Positive(t, first)
-	require.Greater(t, db.Metrics().Levels[6].NumFiles, 1, "several tables, so the cache of 1 evicts")
 	require.NoError(t, db.Close())
 
 	files := func() map[string][]byte {
@@ -180,20 +177,14 @@ func TestReadOnlyKeepsAdaptiveState(t *testing.T) {
 		return out
 	}
 	before := files()
-	states := 0
-	for n := range before {
-		if ft, _ := parseFileName(n); ft == fileTypeState {
-			states++
-		}
-	}
-	require.Positive(t, states, "adaptive state files saved")
+	require.Positive(t, countStateFiles(slices.Collect(maps.Keys(before))), "adaptive state files saved")
 
 	ro := *opts
 	ro.ReadOnly = true
-	db, err = Open("db", &ro)
+	db, err := Open("db", &ro)
 	require.NoError(t, err)
-	again := round(db, 0)
-	fresh := round(db, absent) // new absent keys: false positives, adapted in memory
+	again := fpRound(t, db, 0, absent)
+	fresh := fpRound(t, db, absent, absent) // new absent keys: false positives, adapted in memory
 	m := db.Metrics()
 	t.Logf("read-write first round %d false-positive probes; read-only: same keys %d, new keys %d, %d adaptations",
 		first, again, fresh, m.Adaptations)
@@ -203,7 +194,7 @@ func TestReadOnlyKeepsAdaptiveState(t *testing.T) {
 	require.Positive(t, fresh)
 	require.Positive(t, m.Adaptations, "read-only filters still adapt in memory")
 	for i := 0; i < present; i += 11 {
-		v, err := db.Get(key(2 * i))
+		v, err := db.Get(stateTestKey(2 * i))
 		require.NoError(t, err)
 		require.Equal(t, "v", string(v))
 	}
