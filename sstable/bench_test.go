@@ -49,12 +49,8 @@ func BenchmarkGetAbsent(b *testing.B) {
 // allocation is the value copied out for the caller).
 func BenchmarkGetPresent(b *testing.B) {
 	const n = 100_000
-	for _, name := range []string{"none", "bloom", "taf", "bloom-pool32"} {
+	for _, name := range []string{"none", "bloom", "taf"} {
 		b.Run(name, func(b *testing.B) {
-			pool := true // default: no idle iterators kept
-			if name == "bloom-pool32" {
-				name, pool = "bloom", false // a new Pebble iterator per Get
-			}
 			fs := vfs.NewMem()
 			writeTable(b, fs, "t.sst", mustPolicy(b, name, 99), n)
 			r, err := Open(fs, "t.sst", ReaderOptions{Cache: pebble.NewCache(64 << 20)})
@@ -62,9 +58,6 @@ func BenchmarkGetPresent(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer r.Close()
-			if !pool {
-				r.maxPooled = 32
-			}
 			keys := make([][]byte, 4096)
 			for i := range keys {
 				keys[i] = storedKey((i * 7919) % n)

@@ -100,12 +100,9 @@ type Reader struct {
 	closed    atomic.Bool
 	shards    []readShard // len is a power of two
 	shardMask uintptr
-	maxPooled int // idle iterators kept for reuse (see maxPooledIters)
 
 	_         [cacheLine]byte // keep the written words off the lines above
-	itersMu   sync.Mutex
-	iters     []psst.Iterator
-	probeErrs atomic.Uint64 // lookups that failed after the filter said "maybe"
+	probeErrs atomic.Uint64   // lookups that failed after the filter said "maybe"
 
 	adaptations  atomic.Uint64
 	adaptErrors  atomic.Uint64
@@ -223,7 +220,7 @@ func Open(fs vfs.FS, path string, opts ReaderOptions) (*Reader, error) {
 	}
 	cr := &countingReadable{Readable: sr}
 	cr.rh = objstorage.MakeNoopReadHandle(cr)
-	r := &Reader{fs: fs, path: path, opts: opts, file: f, readable: cr, maxPooled: maxPooledIters}
+	r := &Reader{fs: fs, path: path, opts: opts, file: f, readable: cr}
 	r.shards = make([]readShard, numReadShards(runtime.GOMAXPROCS(0)))
 	r.shardMask = uintptr(len(r.shards) - 1)
 	r.tableSize = uint64(sr.Size())
@@ -401,7 +398,7 @@ func (r *Reader) GetInternal(userKey []byte, seq uint64) (value []byte, kind Kin
 		sh.filterNegatives.Add(1)
 		return nil, 0, false, nil
 	}
-	it, err := r.getIter()
+	it, err := r.newIter()
 	if err != nil {
 		r.probeErrs.Add(1)
 		return nil, 0, false, err
@@ -437,7 +434,7 @@ func (r *Reader) GetInternal(userKey []byte, seq uint64) (value []byte, kind Kin
 		r.probeErrs.Add(1)
 		return nil, 0, false, fmt.Errorf("%w: %s: %w", ErrCorrupt, r.path, err)
 	}
-	r.putIter(it)
+	_ = it.Close()
 	if any {
 		sh.tpProbes.Add(1)
 		return value, kind, found, nil
@@ -454,49 +451,17 @@ func (r *Reader) GetInternal(userKey []byte, seq uint64) (value []byte, kind Kin
 	return nil, 0, false, nil
 }
 
-// maxPooledIters is how many idle Pebble iterators a Reader keeps. Pebble
-// already recycles its iterators internally, so a new one per lookup costs
-// no allocation; BenchmarkGetPresent/bloom-pool32 measured no gain from
-// keeping idle ones, which would also pin index and data blocks in the
-// cache for every open table. So none are kept by default.
-const maxPooledIters = 0
-
-func (r *Reader) getIter() (psst.Iterator, error) {
-	if r.maxPooled == 0 {
-		return r.newIter()
-	}
-	r.itersMu.Lock()
-	if n := len(r.iters); n > 0 {
-		it := r.iters[n-1]
-		r.iters = r.iters[:n-1]
-		r.itersMu.Unlock()
-		return it, nil
-	}
-	r.itersMu.Unlock()
-	return r.newIter()
-}
-
+// newIter opens a Pebble iterator for one lookup. Keeping idle iterators
+// for reuse was measured (BenchmarkGetPresent with a 32-iterator pool) and
+// gained nothing: Pebble already recycles its iterators, so a new one per
+// lookup allocates nothing, and idle ones would pin index and data blocks
+// in the cache for every open table.
 func (r *Reader) newIter() (psst.Iterator, error) {
 	it, err := r.pr.NewIter(psst.NoTransforms, nil, nil, psst.AssertNoBlobHandles)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, r.path, err)
 	}
 	return it, nil
-}
-
-func (r *Reader) putIter(it psst.Iterator) {
-	if r.maxPooled == 0 {
-		_ = it.Close()
-		return
-	}
-	r.itersMu.Lock()
-	if len(r.iters) < r.maxPooled {
-		r.iters = append(r.iters, it)
-		r.itersMu.Unlock()
-		return
-	}
-	r.itersMu.Unlock()
-	_ = it.Close()
 }
 
 // Metrics returns the reader's counters.
@@ -543,12 +508,6 @@ func (r *Reader) Close() error {
 
 func (r *Reader) closeFiles() error {
 	var errs []error
-	r.itersMu.Lock()
-	for _, it := range r.iters {
-		errs = append(errs, it.Close())
-	}
-	r.iters = nil
-	r.itersMu.Unlock()
 	if r.pr != nil {
 		errs = append(errs, r.pr.Close()) // closes the readable and the file
 	} else {
