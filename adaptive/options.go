@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 	"math"
 )
 
@@ -62,17 +63,12 @@ type Options struct {
 	Seed uint64
 }
 
-// Stats counts the adaptive work a filter has done.
-type Stats struct {
-	// Adaptations is the number of Adapt calls that changed the filter.
-	Adaptations uint64
-	// Rebuilds is the number of blocks reset because their code overflowed.
-	Rebuilds uint64
-	// RemoteReads is the number of Remote.ReadSlots calls: one per fixed
-	// false positive (the colliding run), one more per rebuilt TAF/uTAF
-	// block (its 64 tails), and one per block read by Verify.
-	RemoteReads uint64
-}
+// Stats counts the adaptive work a filter has done (filter.Stats): for
+// these kinds Rebuilds counts blocks reset because their code overflowed,
+// and RemoteReads counts one read per fixed false positive (the colliding
+// run), one more per rebuilt TAF/uTAF block (its 64 tails), and one per
+// block read by Verify.
+type Stats = filter.Stats
 
 // Filter is an approximate-membership filter over a fixed key set.
 type Filter interface {
@@ -101,8 +97,9 @@ type Filter interface {
 
 // Errors.
 var (
-	// ErrNotAdaptive is returned by Adapt on a non-adaptive filter.
-	ErrNotAdaptive = errors.New("adaptive: filter kind does not adapt")
+	// ErrNotAdaptive is returned by Adapt on a non-adaptive filter
+	// (filter.ErrNotAdaptive).
+	ErrNotAdaptive = filter.ErrNotAdaptive
 	// ErrCorrupt is wrapped by Decode errors on bad bytes.
 	ErrCorrupt = errors.New("adaptive: corrupt filter encoding")
 	// ErrInvalidOptions is wrapped by errors about bad Options or Kind.
