@@ -80,12 +80,21 @@ type BuildOptions struct {
 	Seed uint64
 	// SizeHint is the expected number of distinct keys (0: unknown).
 	SizeHint int
-	// KnownNegatives are keys known to be absent from the table and
-	// frequently queried, hottest first (may be nil). Kinds that build
-	// around them (stacked) use them; others ignore them.
-	KnownNegatives [][]byte
+	// KnownNegatives are frequently queried keys the store found absent,
+	// sorted by key, each with its estimated query count (may be nil). The
+	// list may hold keys outside the table's key range and keys the table
+	// now holds: a kind that builds around them (stacked) uses only those
+	// within [first key, last key] that were never added. Others ignore it.
+	KnownNegatives []KnownNegative
 	// WithRemote asks for the remote representation (adaptive kinds).
 	WithRemote bool
+}
+
+// KnownNegative is a key the store found absent, with how often it was
+// asked (an estimate: a heavy-hitter count).
+type KnownNegative struct {
+	Key   []byte
+	Count uint64
 }
 
 // Kind is one filter kind, configured. Implementations are immutable
