@@ -11,6 +11,7 @@ import (
 
 	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/adaptkv/adaptkv/kv/internal/knownneg"
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
 	"github.com/adaptkv/adaptkv/sstable"
 	"github.com/cockroachdb/pebble/v2"
@@ -69,6 +70,11 @@ type DB struct {
 	compactKick chan struct{}
 	closeCh     chan struct{}
 	wg          sync.WaitGroup
+
+	// kn is the record of known negatives (nil: Options.KnownNegatives < 0);
+	// knErr why the saved one could not be loaded. See knownneg.go.
+	kn    *knownneg.Sketch
+	knErr error
 
 	gets, flushes, compactions atomic.Uint64
 	walGroups, walSyncs        atomic.Uint64 // commit groups written, fsyncs (tests)
@@ -131,6 +137,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	db.stallCond = sync.NewCond(&db.mu)
 	// The table cache owns the block cache's reference (see tableCache).
 	db.tc = newTableCache(fs, dir, pebble.NewCache(o.BlockCacheSize), o.MaxOpenFiles, o.ReadOnly)
+	db.openKnownNegatives() // before recovery: its flush uses them
 	if err := db.recover(); err != nil {
 		// Close what recovery opened (the files it created stay: the next
 		// Open deletes what no manifest refers to).
@@ -279,6 +286,7 @@ func (db *DB) recover() error {
 		if err != nil {
 			return err
 		}
+		db.preAdapt([]*compaction.TableMeta{meta}, db.knownNegatives())
 		levels, err = applyEdit(levels, &versionEdit{added: []addedTable{{level: 0, meta: meta}}})
 		if err != nil {
 			return err
@@ -486,6 +494,7 @@ func (db *DB) flushMemtable(m *memEntry, nextLog uint64) error {
 		if err != nil {
 			return err
 		}
+		db.preAdapt([]*compaction.TableMeta{meta}, db.knownNegatives())
 		edit.added = []addedTable{{level: 0, meta: meta}}
 	}
 	err := db.logAndApply(edit, func() {
@@ -587,6 +596,7 @@ func (db *DB) Close() error {
 	// left open keep their tables (and the block cache) until closed.
 	db.waitReads()
 	keep(db.tc.closeAll())
+	keep(db.saveKnownNegatives())
 	db.deleteMu.Lock()
 	db.filesReleased = true
 	db.deleteMu.Unlock()

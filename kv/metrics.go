@@ -33,6 +33,17 @@ type Metrics struct {
 	Rebuilds uint64
 	// RemoteReads counts reads of the tables' remote representations.
 	RemoteReads uint64
+	// PreAdaptations counts false positives fixed among the known
+	// negatives when a flush or compaction wrote a table, before it was
+	// published (not counted in Adaptations).
+	PreAdaptations uint64
+	// PreAdaptChecks counts the known negatives queried in new tables.
+	PreAdaptChecks uint64
+	// KnownNegatives is the number of absent keys the store remembers
+	// (see Options.KnownNegatives); KnownNegativeBytes estimates their
+	// memory.
+	KnownNegatives     int
+	KnownNegativeBytes int64
 	// FilterBitsPerKey is the in-memory filter size per key over the live
 	// tables whose filter has been loaded since Open: new tables when they
 	// are written, existing ones by a background pass after Open (up to
@@ -80,6 +91,12 @@ func (db *DB) Metrics() Metrics {
 	m.Adaptations = sum.Adaptations
 	m.Rebuilds = sum.Rebuilds
 	m.RemoteReads = sum.RemoteReads
+	m.PreAdaptations = sum.PreAdaptations
+	m.PreAdaptChecks = sum.PreAdaptChecks
+	if db.kn != nil {
+		m.KnownNegatives = db.kn.Len()
+		m.KnownNegativeBytes = db.kn.SizeBytes()
+	}
 	m.FilterMemoryBytes = fBytes
 	if fKeys > 0 {
 		m.FilterBitsPerKey = float64(fBytes) * 8 / float64(fKeys)

@@ -59,6 +59,15 @@ type Options struct {
 	// MaxImmutableMemTables is the number of full memtables that may wait for
 	// a flush before writers stall. Default 4.
 	MaxImmutableMemTables int
+	// KnownNegatives bounds the absent keys the store remembers (the keys
+	// Get most often found absent after consulting a table, kept by a
+	// heavy-hitter sketch with aging, about 130 bytes each with 16-byte
+	// keys). Every table a flush or compaction writes is pre-adapted
+	// against those in its key range, so adaptive filters do not forget
+	// them; the record is saved on Close and loaded by Open (a missing or
+	// damaged file means an empty record, see DB.KnownNegativesError).
+	// Default DefaultKnownNegatives (32768, about 4 MiB); negative: off.
+	KnownNegatives int
 }
 
 // WriteOptions control one write.
@@ -144,6 +153,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.MaxImmutableMemTables == 0 {
 		r.MaxImmutableMemTables = 4
+	}
+	if r.KnownNegatives == 0 {
+		r.KnownNegatives = DefaultKnownNegatives
 	}
 	if r.FS == nil {
 		r.FS = vfs.Default

@@ -172,12 +172,14 @@ func (db *DB) get(key []byte, seq uint64) ([]byte, error) {
 		}
 	}
 	// L0 newest first: every table whose range holds key.
+	probed := false // some table was consulted: an absent key is recorded
 	l0 := rs.v.levels[0]
 	for i := len(l0) - 1; i >= 0; i-- {
 		t := l0[i]
 		if bytes.Compare(key, t.Smallest.UserKey) < 0 || bytes.Compare(key, t.Largest.UserKey) > 0 {
 			continue
 		}
+		probed = true
 		v, done, err := db.getFromTable(t, key, rs.seq)
 		if done || err != nil {
 			return v, err
@@ -189,6 +191,7 @@ func (db *DB) get(key []byte, seq uint64) ([]byte, error) {
 		ts := rs.v.levels[lvl]
 		i := sort.Search(len(ts), func(i int) bool { return bytes.Compare(ts[i].Largest.UserKey, key) >= 0 })
 		for ; i < len(ts) && bytes.Compare(ts[i].Smallest.UserKey, key) <= 0; i++ {
+			probed = true
 			v, done, err := db.getFromTable(ts[i], key, rs.seq)
 			if done || err != nil {
 				return v, err
@@ -197,6 +200,9 @@ func (db *DB) get(key []byte, seq uint64) ([]byte, error) {
 				break
 			}
 		}
+	}
+	if probed {
+		db.recordAbsent(key)
 	}
 	return nil, ErrNotFound
 }

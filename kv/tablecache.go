@@ -262,4 +262,6 @@ func addMetrics(dst *sstable.Metrics, m sstable.Metrics) {
 	dst.Adaptations += m.Adaptations
 	dst.Rebuilds += m.Rebuilds
 	dst.RemoteReads += m.RemoteReads
+	dst.PreAdaptations += m.PreAdaptations
+	dst.PreAdaptChecks += m.PreAdaptChecks
 }

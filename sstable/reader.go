@@ -62,6 +62,12 @@ type Metrics struct {
 	RemoteReads uint64
 	// AdaptErrors counts failed Adapt calls (the Get's answer stays right).
 	AdaptErrors uint64
+	// PreAdaptations counts false positives fixed by PreAdapt (known
+	// negatives checked before the table was published), apart from
+	// Adaptations, which counts the read path's.
+	PreAdaptations uint64
+	// PreAdaptChecks counts the keys PreAdapt queried.
+	PreAdaptChecks uint64
 	// FilterBytes is the in-memory filter size.
 	FilterBytes uint64
 	// FilterKeys is the number of distinct keys in the filter.
@@ -104,11 +110,13 @@ type Reader struct {
 	_         [cacheLine]byte // keep the written words off the lines above
 	probeErrs atomic.Uint64   // lookups that failed after the filter said "maybe"
 
-	adaptations  atomic.Uint64
-	adaptErrors  atomic.Uint64
-	lastAdaptErr atomic.Pointer[error]
-	savedAdapt   atomic.Uint64
-	saveMu       sync.Mutex
+	adaptations    atomic.Uint64
+	preAdaptations atomic.Uint64 // see PreAdapt
+	preAdaptChecks atomic.Uint64
+	adaptErrors    atomic.Uint64
+	lastAdaptErr   atomic.Pointer[error]
+	savedAdapt     atomic.Uint64
+	saveMu         sync.Mutex
 }
 
 // cacheLine is the padding unit that keeps words written by different
@@ -471,6 +479,8 @@ func (r *Reader) Metrics() Metrics {
 		IndexBlockReads: r.readable.indexReads.Load(),
 		Adaptations:     r.adaptations.Load(),
 		AdaptErrors:     r.adaptErrors.Load(),
+		PreAdaptations:  r.preAdaptations.Load(),
+		PreAdaptChecks:  r.preAdaptChecks.Load(),
 	}
 	for i := range r.shards {
 		s := &r.shards[i]

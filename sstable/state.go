@@ -144,7 +144,7 @@ func (r *Reader) saveState() error {
 	}
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
-	n := r.adaptations.Load()
+	n := r.adaptations.Load() + r.preAdaptations.Load()
 	if n == r.savedAdapt.Load() {
 		return nil
 	}

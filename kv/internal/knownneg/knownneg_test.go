@@ -1,0 +1,205 @@
+package knownneg
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+)
+
+func key(i int) []byte { return []byte(fmt.Sprintf("absent-%08d", i)) }
+
+// zipfStream draws n keys of a universe of size u, Zipfian with exponent s.
+func zipfStream(seed uint64, u, n int, s float64) [][]byte {
+	r := rand.New(rand.NewPCG(seed, 1))
+	z := rand.NewZipf(r, s, 1, uint64(u-1))
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = key(int(z.Uint64()))
+	}
+	return out
+}
+
+// The Space-Saving guarantee, per set of 8 slots: a key whose true count
+// exceeds an eighth of its set's counted queries is held, and no count
+// held is below the true count. Sets share the stream about evenly, so
+// every key above 4 x total/capacity is held (a margin for uneven sets).
+func TestHeavyHittersHeld(t *testing.T) {
+	const capacity, n = 1000, 200_000
+	// Aging off for the guarantee: a capacity large enough never ages.
+	s := New(capacity, 1)
+	stream := zipfStream(1, 100_000, n, 1.1)
+	truth := map[string]uint64{}
+	for i, k := range stream {
+		if uint64(i+1) >= agingPeriod*capacity {
+			break
+		}
+		truth[string(k)]++
+		s.Add(k, 1)
+	}
+	total := uint64(0)
+	for _, c := range truth {
+		total += c
+	}
+	heavy := 0
+	for k, c := range truth {
+		if c > 4*total/capacity {
+			heavy++
+			require.GreaterOrEqual(t, s.Count([]byte(k)), c, "heavy hitter %s (true count %d) not held or undercounted", k, c)
+		}
+	}
+	require.Greater(t, heavy, 10, "the stream has heavy hitters to check")
+	require.Greater(t, s.Len(), s.Capacity()*9/10, "nearly every slot in use")
+}
+
+// Aging lets a shifted workload take over: after the hot set changes, the
+// new hot keys are held and outrank the old ones.
+func TestAgingFollowsShift(t *testing.T) {
+	const capacity = 500
+	s := New(capacity, 1)
+	for _, k := range zipfStream(2, 5000, 100_000, 1.2) {
+		s.Add(k, 1)
+	}
+	shifted := func(i int) []byte { return []byte(fmt.Sprintf("new-%08d", i)) }
+	r := rand.New(rand.NewPCG(3, 3))
+	z := rand.NewZipf(r, 1.2, 1, 4999)
+	for range 100_000 {
+		s.Add(shifted(int(z.Uint64())), 1)
+	}
+	for i := range 20 {
+		require.Positive(t, s.Count(shifted(i)), "new hot key %d held", i)
+		require.Greater(t, s.Count(shifted(i)), s.Count(key(i)), "new hot key %d outranks the old one", i)
+	}
+}
+
+func TestRecordSamples(t *testing.T) {
+	s := New(100_000, 8) // ages after 800k: not here
+	const n = 80_000
+	for range n {
+		s.Record(key(1))
+	}
+	// One Record in 8 is counted, with weight 8: the estimate is unbiased,
+	// with standard deviation 8*sqrt(n*(1/8)*(7/8)) ~ 750; allow 4 of them.
+	require.InDelta(t, float64(n), float64(s.Count(key(1))), 3000)
+	require.Equal(t, 1, s.Len())
+}
+
+func TestSnapshotSortedAndInRange(t *testing.T) {
+	s := New(100_000, 1) // never ages here
+	perm := rand.New(rand.NewPCG(4, 4)).Perm(500)
+	for _, i := range perm {
+		s.Add(key(i), uint64(i+1))
+	}
+	l := s.Snapshot()
+	require.Len(t, l, 500)
+	for i := 1; i < len(l); i++ {
+		require.Negative(t, bytes.Compare(l[i-1].Key, l[i].Key))
+	}
+	require.Equal(t, uint64(8), l[7].Count)
+	sub := l.InRange(key(100), key(199))
+	require.Len(t, sub, 100)
+	require.Equal(t, key(100), sub[0].Key)
+	require.Equal(t, key(199), sub[99].Key)
+	require.Len(t, l.InRange([]byte("absent-00000100x"), key(199)), 99, "bounds need not be held keys")
+	require.Empty(t, l.InRange([]byte("b"), []byte("c")))
+	require.Empty(t, l.InRange(key(300), key(200)))
+	require.Len(t, l.InRange(nil, []byte("z")), 500)
+	// Reused while unchanged, recomputed after a change.
+	require.Equal(t, &l[0], &s.Snapshot()[0])
+	s.Add(key(1000), 1)
+	require.Len(t, s.Snapshot(), 501)
+}
+
+func TestFileRoundTrip(t *testing.T) {
+	fs := vfs.NewMem()
+	s := New(1000, 1)
+	for i, k := range zipfStream(5, 2000, 20_000, 1.1) {
+		s.Add(k, uint64(i%3+1))
+	}
+	require.NoError(t, s.Save(fs, "KNOWNNEG"))
+	l := New(1000, 1)
+	require.NoError(t, l.Load(fs, "KNOWNNEG"))
+	require.Equal(t, s.Snapshot(), l.Snapshot())
+
+	// Missing: nothing loaded, no error.
+	m := New(10, 1)
+	require.NoError(t, m.Load(fs, "missing"))
+	require.Zero(t, m.Len())
+	// A smaller sketch keeps the most counted keys.
+	small := New(10, 1)
+	require.NoError(t, small.Load(fs, "KNOWNNEG"))
+	require.Equal(t, small.Capacity(), small.Len())
+}
+
+func TestDamagedFileLoadsNothing(t *testing.T) {
+	s := New(100, 1)
+	for i := range 50 {
+		s.Add(key(i), uint64(i+1))
+	}
+	good := s.Encode()
+	damaged := map[string][]byte{
+		"empty":     {},
+		"truncated": good[:len(good)-1],
+		"half":      good[:len(good)/2],
+		"magic":     append([]byte("xxxx"), good[4:]...),
+		"trailing":  append(append([]byte{}, good...), 0),
+	}
+	for i := 0; i < len(good); i += 7 {
+		b := append([]byte{}, good...)
+		b[i] ^= 0x40
+		damaged[fmt.Sprintf("flip@%d", i)] = b
+	}
+	for name, b := range damaged {
+		l := New(100, 1)
+		err := l.Decode(b)
+		require.ErrorIs(t, err, ErrCorruptFile, name)
+		require.Zero(t, l.Len(), name)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	s := New(10, 1)
+	s.Add([]byte("a"), 3)
+	s.Add([]byte("bb"), math.MaxUint64/2)
+	f.Add(s.Encode())
+	f.Add([]byte("akvn\x01\x00\x00\x00\x00\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l := New(10, 1)
+		if err := l.Decode(b); err != nil {
+			require.ErrorIs(t, err, ErrCorruptFile)
+			require.Zero(t, l.Len())
+			return
+		}
+		// Whatever decodes re-encodes to a file that decodes the same.
+		l2 := New(10, 1)
+		require.NoError(t, l2.Decode(l.Encode()))
+		require.Equal(t, l.Snapshot(), l2.Snapshot())
+	})
+}
+
+func BenchmarkRecord(b *testing.B) {
+	for _, dist := range []string{"uniform", "zipf"} {
+		b.Run(dist, func(b *testing.B) {
+			var stream [][]byte
+			if dist == "zipf" {
+				stream = zipfStream(6, 1_000_000, 1<<16, 1.1)
+			} else {
+				r := rand.New(rand.NewPCG(6, 6))
+				stream = make([][]byte, 1<<16)
+				for i := range stream {
+					stream[i] = key(r.IntN(1_000_000))
+				}
+			}
+			s := New(DefaultCapacity, DefaultSampleEvery)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				s.Record(stream[i&(1<<16-1)])
+			}
+		})
+	}
+}
