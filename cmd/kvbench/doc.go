@@ -3,9 +3,12 @@
 //
 // It loads the same YCSB data set (keys "user"+FNV-64 of the record number,
 // 100-byte values) into one adaptkv store per filter policy and into a Pebble
-// peer (a real pebble.DB with Pebble's bloom filter on every level), runs
-// YCSB workloads read from property files (core A-F plus kvbench's negzipf,
-// mixed and adversary, which read absent keys), and prints per policy and
+// peer (a real pebble.DB with Pebble's bloom filter on every level, read
+// with DB.Get as "pebble" and with SeekPrefixGE on a reused UseL6Filters
+// iterator as "pebble-l6"), runs YCSB workloads read from property files
+// (core A-F plus kvbench's negzipf, mixed, churn, shift and adversary, which
+// read absent keys; churn and shift insert while they read, and shift
+// changes its hot absent set halfway), and prints per policy and
 // workload: throughput, latency percentiles, filter checks and table probes
 // per Get, false-positive probes per 1k Gets, data block reads, filter
 // memory, adaptations, and a lower bound on the false positives an ideal

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -205,26 +206,62 @@ func TestBadArguments(t *testing.T) {
 }
 
 // TestPebbleFilterCountersMatchPebble: the counting wrapper sees exactly the
-// filter checks Pebble reports in db.Metrics().Filter.
+// filter checks Pebble reports in db.Metrics().Filter, for both peers.
 func TestPebbleFilterCountersMatchPebble(t *testing.T) {
+	for _, l6 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("l6=%v", l6), func(t *testing.T) {
+			cfg := StoreConfig{Dir: t.TempDir(), BitsPerKey: 10, MemTableSize: 64 << 10, TargetFileSize: 64 << 10,
+				BaseLevelBytes: 256 << 10, L0Trigger: 4, BlockCacheSize: 1 << 20}
+			s, err := openPebble(cfg, l6)
+			require.NoError(t, err)
+			defer s.Close()
+			r := &runner{store: s, policy: "pebble", threads: 1, seed: 1, valueSize: 100, progress: func(string, int64) *progress { return nil }}
+			require.NoError(t, r.loadBottom(4000))
+			require.NoError(t, r.load(4000, 5000))
+			before := s.db.Metrics().Filter
+			c0, _ := s.Metrics()
+			_, err = r.calibrate(2000)
+			require.NoError(t, err)
+			after := s.db.Metrics().Filter
+			c1, _ := s.Metrics()
+			d := c1.Sub(c0)
+			require.Positive(t, d.FilterChecks)
+			require.Equal(t, uint64(after.Hits-before.Hits), d.FilterNegatives)
+			require.Equal(t, uint64(after.Misses-before.Misses), d.Maybes())
+		})
+	}
+}
+
+// TestPebbleReusedIteratorSeesWrites: pebble-l6 reuses iterators, but never
+// one opened before a write that completed.
+func TestPebbleReusedIteratorSeesWrites(t *testing.T) {
 	cfg := StoreConfig{Dir: t.TempDir(), BitsPerKey: 10, MemTableSize: 64 << 10, TargetFileSize: 64 << 10,
 		BaseLevelBytes: 256 << 10, L0Trigger: 4, BlockCacheSize: 1 << 20}
-	s, err := openPebble(cfg)
+	s, err := openPebble(cfg, true)
 	require.NoError(t, err)
-	defer s.Close()
-	r := &runner{store: s, policy: "pebble", threads: 1, seed: 1, valueSize: 100, progress: func(string, int64) *progress { return nil }}
-	require.NoError(t, r.loadBottom(4000))
-	require.NoError(t, r.load(4000, 5000))
-	before := s.db.Metrics().Filter
-	c0, _ := s.Metrics()
-	_, err = r.calibrate(2000)
-	require.NoError(t, err)
-	after := s.db.Metrics().Filter
-	c1, _ := s.Metrics()
-	d := c1.Sub(c0)
-	require.Positive(t, d.FilterChecks)
-	require.Equal(t, uint64(after.Hits-before.Hits), d.FilterNegatives)
-	require.Equal(t, uint64(after.Misses-before.Misses), d.Maybes())
+	for i := range 200 {
+		k := []byte(fmt.Sprintf("user%06d", i))
+		found, err := s.Get(k)
+		require.NoError(t, err)
+		require.False(t, found)
+		require.NoError(t, s.Set(k, []byte("v")))
+		found, err = s.Get(k)
+		require.NoError(t, err)
+		require.True(t, found, "key %d written before the Get", i)
+		require.NoError(t, s.Delete(k))
+		found, err = s.Get(k)
+		require.NoError(t, err)
+		require.False(t, found, "key %d deleted before the Get", i)
+	}
+	// Read-only: the same iterator serves many Gets.
+	require.NoError(t, s.Set([]byte("user-x"), []byte("v")))
+	for range 100 {
+		found, err := s.Get([]byte("user-x"))
+		require.NoError(t, err)
+		require.True(t, found)
+	}
+	require.LessOrEqual(t, len(s.pool), 1, "one goroutine reuses one iterator")
+	require.NoError(t, s.Close())
 }
 
 func TestHistogramQuantiles(t *testing.T) {

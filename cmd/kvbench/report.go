@@ -96,14 +96,15 @@ checks/get: filter checks per Get (tables whose key range holds the key);
 probes/get: table probes (filter said "maybe") per Get = read amplification.
 FP: false-positive probes (a probe that found nothing); FP/1k checks is the
 per-table rate, comparable across tree shapes; blocks/get: data blocks read
-from table files (block-cache misses) per Get; bits/key: filter bits per
-table entry in memory; adapt: false positives fixed by adaptive filters;
+from table files (block-cache misses) per Get; bits/key: filter bits in
+memory per table entry; adapt: false positives fixed by adaptive filters;
 rebuild: filter block rebuilds. FP bound = eps x (unique absent keys x filter checks
 per absent Get + unique stored keys x non-holding tables checked per stored
 Get), eps and checks measured per store on fresh keys after load: the false
 positives an ideal adaptive filter with the same first-time rate would pay.
-pebble: a real pebble.DB with its bloom filter on every level; point reads are
-SeekPrefixGE on an iterator with UseL6Filters (pebble's Get skips L6 filters),
+pebble: a real pebble.DB with its bloom filter on every level, read with
+DB.Get, which skips the filters of L6; pebble-l6: the same, read with
+SeekPrefixGE on a reused iterator with UseL6Filters (reopened after writes),
 which positions every level, so a present key also checks the filters of the
 levels below the one holding it. Pebble
 does not split probes into true/false positives: FP is known only when every

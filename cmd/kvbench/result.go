@@ -39,7 +39,7 @@ type Result struct {
 	RemoteReads         *uint64  `json:"remote_reads"`
 	FilterBitsPerKey    float64  `json:"filter_bits_per_key"` // in memory, per table entry (the store's figure)
 	FilterMemoryBytes   uint64   `json:"filter_memory_bytes"`
-	BitsPerKey          float64  `json:"bits_per_key"` // filter memory bits per record of the data set
+	BitsPerKey          float64  `json:"bits_per_key"` // filter memory bits per stored key (records loaded + inserted)
 	TablesPerLevel      [7]int   `json:"tables_per_level"`
 	ProbesPerGet        float64  `json:"probes_per_get"` // table probes (filter "maybe") per Get: read amplification
 	FPProbesPer1kGets   *float64 `json:"fp_probes_per_1k_gets"`

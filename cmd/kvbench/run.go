@@ -33,7 +33,8 @@ Usage: kvbench [flags]
 With no flags it loads %d records (100-byte values, keys "user"+FNV-64 of
 the record number) into a fresh store per policy in a temporary directory,
 runs the workloads %s on each, and on a Pebble peer
-(a real pebble.DB with its bloom filter), prints the comparison table and
+(a real pebble.DB with its bloom filter, read with DB.Get as "pebble" and
+with a UseL6Filters iterator as "pebble-l6"), prints the comparison table and
 removes its data; about a minute on 2 cores. Every adaptkv policy is
 run but "none" (it probes every table on every Get; ask for it with
 -policies). Workloads run in the order given on the same store.
@@ -52,7 +53,7 @@ Workloads are YCSB property files (recordcount, operationcount,
 readproportion, updateproportion, insertproportion, scanproportion,
 readmodifywriteproportion, requestdistribution=zipfian|uniform|latest,
 maxscanlength, fieldcount, fieldlength) with kvbench's extensions
-(negativeproportion, negativedistribution, negativeuniverse, adversary,
+(negativeproportion, negativedistribution, negativeuniverse, negativeshift, adversary,
 adversaryqueries, adversarysubrounds, adversarymaxrounds). Each -workloads
 entry is a property file if that path exists, else a built-in workload:
 %s

@@ -228,8 +228,7 @@ type workerStats struct {
 // run executes a mixed workload with r.threads workers.
 func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, error) {
 	counter := ycsb.NewCounter(r.records)
-	universe := w.NegativeUniverseSize(r.records)
-	absentSeen := newBitset(universe)
+	absentSeen := newBitset(w.NegativeKeySpace(r.records))
 	presentSeen := newBitset(r.records + ops)
 	salt := r.absentSalt(w.Name)
 	bar := r.progress(fmt.Sprintf("%s/%s", r.policy, w.Name), int64(ops))
@@ -250,6 +249,9 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 			defer wg.Done()
 			st := &stats[t]
 			s := ycsb.NewStream(w, r.records, ops, counter, workloadSeed(r.seed, w.Name, t))
+			if w.NegativeShift > 0 {
+				s.ShiftNegativesAfter(uint64(float64(n) * w.NegativeShift))
+			}
 			key := make([]byte, 0, 64)
 			val := make([]byte, w.ValueSize())
 			for i := uint64(0); i < n; i++ {
@@ -387,8 +389,10 @@ func fillCounters(res *Result, d Counters, cal calibration) {
 	}
 	res.FilterBitsPerKey = d.FilterBitsPerKey
 	res.FilterMemoryBytes = d.FilterMemoryBytes
-	if res.Records > 0 {
-		res.BitsPerKey = float64(d.FilterMemoryBytes*8) / float64(res.Records)
+	// Filter memory per stored key: the records loaded plus those the run
+	// inserted (the filter memory is measured at the end of the run).
+	if stored := res.Records + res.Inserts; stored > 0 {
+		res.BitsPerKey = float64(d.FilterMemoryBytes*8) / float64(stored)
 	}
 	res.TablesPerLevel = d.Files
 	if res.Gets > 0 {

@@ -109,7 +109,7 @@ var extraStores = map[string]func(StoreConfig) (Store, error){}
 // nothing about filters. Ask for it with -policies.
 var excludedByDefault = map[string]bool{"none": true}
 
-// defaultPolicies are the adaptkv policies (but none) plus the Pebble peer.
+// defaultPolicies are the adaptkv policies (but none) plus the Pebble peers.
 func defaultPolicies() []string {
 	var out []string
 	for _, p := range kvPolicies() {
@@ -117,12 +117,12 @@ func defaultPolicies() []string {
 			out = append(out, p)
 		}
 	}
-	return append(out, pebblePeerName)
+	return append(out, pebblePeers...)
 }
 
 // allPolicies lists every store name this build can open.
 func allPolicies() []string {
-	out := append(kvPolicies(), pebblePeerName)
+	out := append(kvPolicies(), pebblePeers...)
 	for name := range extraStores {
 		out = append(out, name)
 	}
@@ -130,8 +130,11 @@ func allPolicies() []string {
 }
 
 func openStore(name string, cfg StoreConfig) (Store, error) {
-	if name == pebblePeerName {
-		return openPebble(cfg)
+	switch name {
+	case pebblePeerName:
+		return openPebble(cfg, false)
+	case pebbleL6PeerName:
+		return openPebble(cfg, true)
 	}
 	if f, ok := extraStores[name]; ok {
 		return f(cfg)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -10,8 +11,20 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
-// pebblePeerName is the policy name of the Pebble peer.
-const pebblePeerName = "pebble"
+// The Pebble peers: one pebble.DB, read the two ways a Pebble user would.
+const (
+	// pebblePeerName reads with DB.Get, Pebble's default point read, which
+	// skips the filters of the bottom level (L6): a key that reaches L6
+	// costs a table probe whatever the filter would say.
+	pebblePeerName = "pebble"
+	// pebbleL6PeerName reads with SeekPrefixGE on a reused iterator opened
+	// with UseL6Filters: every level's filter is consulted, Pebble's best
+	// filtered point read.
+	pebbleL6PeerName = "pebble-l6"
+)
+
+// pebblePeers lists the Pebble peers' names.
+var pebblePeers = []string{pebblePeerName, pebbleL6PeerName}
 
 // countingFilter is Pebble's own bloom filter policy with counters around
 // MayContain. It keeps bloom's name, so the tables are byte for byte those
@@ -31,16 +44,30 @@ func (f *countingFilter) MayContain(ftype pebble.FilterType, filter, key []byte)
 	return ok
 }
 
-// pebbleStore is the peer: a real pebble.DB with Pebble's bloom filter at the
-// same bits/key on every level. Point reads use an iterator with
-// UseL6Filters and SeekPrefixGE, because pebble.DB.Get skips the filters of
-// the bottom level (L6); this way every level's filter is consulted, as in
-// adaptkv. Note that a prefix seek positions every level, so a present key
-// also consults the filters of the levels below the one holding it.
+// pebbleStore is a peer: a real pebble.DB with Pebble's bloom filter at the
+// same bits/key on every level. Point reads use DB.Get (pebble) or, with
+// l6, an iterator with UseL6Filters and SeekPrefixGE (pebble-l6), so that
+// every level's filter is consulted, as in adaptkv. A prefix seek
+// positions every level, so a present key also consults the filters of
+// the levels below the one holding it.
+//
+// A Pebble iterator reads the state it was opened on, so reusing one is
+// only right while nothing was written: iterators are pooled with the
+// write count they were opened at and closed instead of reused once a
+// write completed after that. Read-only phases reuse them; under writes
+// each read opens a new one, as a Pebble user would have to.
 type pebbleStore struct {
 	db     *pebble.DB
 	filter *countingFilter
 	gets   atomic.Uint64
+	l6     bool
+	writes atomic.Uint64 // completed writes: an iterator opened before one is stale
+	pool   chan pooledIter
+}
+
+type pooledIter struct {
+	it     *pebble.Iterator
+	writes uint64 // s.writes when it was opened
 }
 
 type quietLogger struct{}
@@ -51,7 +78,7 @@ func (quietLogger) Fatalf(format string, args ...interface{}) {
 	panic(fmt.Sprintf(format, args...))
 }
 
-func openPebble(cfg StoreConfig) (*pebbleStore, error) {
+func openPebble(cfg StoreConfig, l6 bool) (*pebbleStore, error) {
 	f := &countingFilter{FilterPolicy: bloom.FilterPolicy(cfg.BitsPerKey)}
 	cache := pebble.NewCache(cfg.BlockCacheSize)
 	defer cache.Unref()
@@ -73,28 +100,78 @@ func openPebble(cfg StoreConfig) (*pebbleStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pebble peer: %w", err)
 	}
-	return &pebbleStore{db: db, filter: f}, nil
+	return &pebbleStore{db: db, filter: f, l6: l6, pool: make(chan pooledIter, 64)}, nil
 }
 
 func (s *pebbleStore) Get(key []byte) (bool, error) {
 	s.gets.Add(1)
-	it, err := s.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
-	if err != nil {
-		return false, err
-	}
-	found := it.SeekPrefixGE(key) && bytes.Equal(it.Key(), key)
-	if found {
-		v, err := it.ValueAndErr()
+	if !s.l6 {
+		v, closer, err := s.db.Get(key)
+		if errors.Is(err, pebble.ErrNotFound) {
+			return false, nil
+		}
 		if err != nil {
-			it.Close()
 			return false, err
 		}
 		_ = append([]byte(nil), v...) // adaptkv's Get returns a copy: same cost
+		return true, closer.Close()
 	}
-	return found, it.Close()
+	pi, err := s.iter()
+	if err != nil {
+		return false, err
+	}
+	found := pi.it.SeekPrefixGE(key) && bytes.Equal(pi.it.Key(), key)
+	if found {
+		v, err := pi.it.ValueAndErr()
+		if err != nil {
+			pi.it.Close()
+			return false, err
+		}
+		_ = append([]byte(nil), v...)
+	}
+	if err := pi.it.Error(); err != nil {
+		pi.it.Close()
+		return false, err
+	}
+	select {
+	case s.pool <- pi:
+		return found, nil
+	default:
+		return found, pi.it.Close()
+	}
 }
 
-func (s *pebbleStore) Set(key, value []byte) error { return s.db.Set(key, value, pebble.NoSync) }
+// iter returns a pooled iterator that has seen every completed write, or
+// a new one.
+func (s *pebbleStore) iter() (pooledIter, error) {
+	w := s.writes.Load() // before opening: the iterator sees these writes
+	for {
+		select {
+		case pi := <-s.pool:
+			if pi.writes == w {
+				return pi, nil
+			}
+			if err := pi.it.Close(); err != nil {
+				return pooledIter{}, err
+			}
+			continue
+		default:
+		}
+		it, err := s.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
+		return pooledIter{it: it, writes: w}, err
+	}
+}
+
+// wrote counts a completed write (pooled iterators opened before are stale).
+func (s *pebbleStore) wrote(err error) error {
+	s.writes.Add(1)
+	return err
+}
+
+func (s *pebbleStore) Set(key, value []byte) error {
+	return s.wrote(s.db.Set(key, value, pebble.NoSync))
+}
+
 func (s *pebbleStore) SetBatch(keys, values [][]byte) error {
 	b := s.db.NewBatch()
 	for i := range keys {
@@ -103,10 +180,10 @@ func (s *pebbleStore) SetBatch(keys, values [][]byte) error {
 			return err
 		}
 	}
-	return b.Commit(pebble.NoSync)
+	return s.wrote(b.Commit(pebble.NoSync))
 }
 
-func (s *pebbleStore) Delete(key []byte) error { return s.db.Delete(key, pebble.NoSync) }
+func (s *pebbleStore) Delete(key []byte) error { return s.wrote(s.db.Delete(key, pebble.NoSync)) }
 
 func (s *pebbleStore) Scan(start []byte, n int) (int, error) {
 	it, err := s.db.NewIter(nil)
@@ -179,4 +256,17 @@ func (s *pebbleStore) Footprint(c *Counters) error {
 	return nil
 }
 
-func (s *pebbleStore) Close() error { return s.db.Close() }
+// Close closes the pooled iterators, then the DB.
+func (s *pebbleStore) Close() error {
+	var errs []error
+	for {
+		select {
+		case pi := <-s.pool:
+			errs = append(errs, pi.it.Close())
+			continue
+		default:
+		}
+		break
+	}
+	return errors.Join(append(errs, s.db.Close())...)
+}

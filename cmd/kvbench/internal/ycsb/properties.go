@@ -49,6 +49,10 @@ type Workload struct {
 	NegativeProportion   float64      // negativeproportion
 	NegativeDistribution Distribution // negativedistribution: zipfian or uniform
 	NegativeUniverse     uint64       // negativeuniverse: absent keys to draw from (0 = recordcount)
+	// NegativeShift, when positive, is the share of each thread's
+	// operations after which absent reads draw from a second universe of
+	// the same size, disjoint from the first: the hot absent set changes.
+	NegativeShift float64 // negativeshift
 
 	// Adversary selects the adversarial stream of the TAF paper (§6.1)
 	// instead of the operation mix.
@@ -194,6 +198,7 @@ func FromProperties(props map[string]string, name string) (*Workload, error) {
 	prop("negativeproportion", &w.NegativeProportion)
 	dist("negativedistribution", &w.NegativeDistribution, DistZipfian, DistUniform)
 	u64("negativeuniverse", &w.NegativeUniverse)
+	prop("negativeshift", &w.NegativeShift)
 	boolean("adversary", &w.Adversary)
 	u64("adversaryqueries", &w.AdversaryQueries)
 	posInt("adversarysubrounds", &w.AdversarySubrounds)

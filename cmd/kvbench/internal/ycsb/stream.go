@@ -40,6 +40,10 @@ type Stream struct {
 	keys    IntGenerator
 	neg     IntGenerator
 	cum     [5]float64 // cumulative read, update, insert, scan, rmw
+
+	universe uint64 // absent-key universe (one of them, with a shift)
+	ops      uint64 // operations generated
+	shiftAt  uint64 // with NegativeShift: absent keys shift after this many ops
 }
 
 // NewStream returns the operation stream of workload w for one thread.
@@ -58,10 +62,8 @@ func NewStream(w *Workload, records, ops uint64, counter *Counter, seed uint64) 
 	default:
 		s.keys = NewUniform(rng, 0, records)
 	}
-	universe := w.NegativeUniverse
-	if universe == 0 {
-		universe = records
-	}
+	universe := w.NegativeUniverseSize(records)
+	s.universe, s.shiftAt = universe, ^uint64(0)
 	if w.NegativeDistribution == DistUniform {
 		s.neg = NewUniform(rng, 0, universe)
 	} else {
@@ -90,6 +92,22 @@ func (w *Workload) NegativeUniverseSize(records uint64) uint64 {
 	return records
 }
 
+// NegativeKeySpace is the number of absent-key numbers the streams of w
+// may return: the universe, twice over with a shift.
+func (w *Workload) NegativeKeySpace(records uint64) uint64 {
+	u := w.NegativeUniverseSize(records)
+	if w.NegativeShift > 0 {
+		return 2 * u
+	}
+	return u
+}
+
+// ShiftNegativesAfter makes absent reads draw from the second universe
+// (numbers universe..2*universe-1, same distribution) once the stream has
+// generated ops operations. The runner calls it with the workload's
+// NegativeShift share of the thread's operations.
+func (s *Stream) ShiftNegativesAfter(ops uint64) { s.shiftAt = ops }
+
 // nextKey draws a stored record number that is known to exist (YCSB's
 // nextKeynum loop).
 func (s *Stream) nextKey() uint64 {
@@ -106,10 +124,15 @@ func (s *Stream) nextKey() uint64 {
 // Next returns the next operation.
 func (s *Stream) Next() Op {
 	u := s.rng.Float64()
+	s.ops++
 	switch {
 	case u < s.cum[0]:
 		if s.w.NegativeProportion > 0 && s.rng.Float64() < s.w.NegativeProportion {
-			return Op{Kind: OpReadAbsent, Key: s.neg.Next()}
+			k := s.neg.Next()
+			if s.ops > s.shiftAt {
+				k += s.universe
+			}
+			return Op{Kind: OpReadAbsent, Key: k}
 		}
 		return Op{Kind: OpRead, Key: s.nextKey()}
 	case u < s.cum[1]:

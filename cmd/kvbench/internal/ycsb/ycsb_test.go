@@ -306,7 +306,7 @@ func TestStreamMix(t *testing.T) {
 const testdataWorkloads = "../../../../testdata/workloads"
 
 func TestShippedWorkloadFilesParse(t *testing.T) {
-	want := []string{"adversary", "mixed", "negzipf", "workloada", "workloadb", "workloadc", "workloadd", "workloade", "workloadf"}
+	want := []string{"adversary", "churn", "mixed", "negzipf", "shift", "workloada", "workloadb", "workloadc", "workloadd", "workloade", "workloadf"}
 	require.Equal(t, want, BuiltinNames())
 	for _, name := range want {
 		w, err := ParseFile(filepath.Join(testdataWorkloads, name))
@@ -324,6 +324,13 @@ func TestShippedWorkloadFilesParse(t *testing.T) {
 	adv, err := Builtin("adversary")
 	require.NoError(t, err)
 	require.True(t, adv.Adversary)
+	shift, err := Builtin("shift")
+	require.NoError(t, err)
+	churn, err := Builtin("churn")
+	require.NoError(t, err)
+	require.Equal(t, 0.5, shift.NegativeShift)
+	shift.NegativeShift, shift.Name = 0, churn.Name
+	require.Equal(t, churn, shift, "shift is churn with a shift")
 }
 
 // TestBuiltinMatchesTestdata: the embedded workloads are byte for byte the
@@ -353,4 +360,27 @@ func TestBuiltinUnknown(t *testing.T) {
 		_, err := Builtin(name)
 		require.ErrorIs(t, err, ErrUnknownWorkload, "%q", name)
 	}
+}
+
+// negativeshift: absent reads come from the first universe until the shift,
+// from a disjoint second one of the same size after it.
+func TestNegativeShift(t *testing.T) {
+	w, err := Parse(strings.NewReader("recordcount=1000\nreadproportion=1\nupdateproportion=0\nnegativeproportion=1\nnegativeuniverse=100\nnegativeshift=0.5\n"), "shift")
+	require.NoError(t, err)
+	require.Equal(t, 0.5, w.NegativeShift)
+	require.Equal(t, uint64(200), w.NegativeKeySpace(1000))
+	s := NewStream(w, 1000, 10_000, NewCounter(1000), 3)
+	s.ShiftNegativesAfter(5000)
+	for i := range 10_000 {
+		op := s.Next()
+		require.Equal(t, OpReadAbsent, op.Kind)
+		if i < 5000 {
+			require.Less(t, op.Key, uint64(100), "op %d before the shift", i)
+		} else {
+			require.GreaterOrEqual(t, op.Key, uint64(100), "op %d after the shift", i)
+			require.Less(t, op.Key, uint64(200))
+		}
+	}
+	noShift := defaults()
+	require.Equal(t, uint64(1000), noShift.NegativeKeySpace(1000))
 }
