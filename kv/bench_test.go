@@ -6,6 +6,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/adaptkv/adaptkv/compaction"
+	"github.com/adaptkv/adaptkv/kv/internal/memtable"
+	"github.com/adaptkv/adaptkv/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 )
@@ -202,5 +205,87 @@ func BenchmarkScan(b *testing.B) {
 		if err := it.Close(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkFlushCompactKnownNegatives measures the table writes of a flush
+// (a 20k-entry memtable into one table) and of a compaction (the 200k keys
+// of a compacted store rewritten into 2 MiB tables), each followed by its
+// pre-adaptation, with the record of known negatives off and on (full:
+// about 29k absent keys spread over the key range). The outputs are
+// deleted, not installed, so every iteration does the same work and no
+// background compaction runs; both modes open the new tables in the table
+// cache, as the store does to warm them (pre-adaptation opens them first).
+func BenchmarkFlushCompactKnownNegatives(b *testing.B) {
+	const n, memKeys = 200_000, 20_000
+	for _, record := range []string{"off", "on"} {
+		o := &Options{FS: vfs.NewMem()}
+		if record == "off" {
+			o.KnownNegatives = -1
+		}
+		db := benchDBWith(b, o, n)
+		if db.kn != nil {
+			for i := 0; db.kn.Len() < db.kn.Capacity()*9/10; i++ {
+				db.kn.Add(benchKey(2*(i*7%n)+1), 16)
+			}
+		}
+		warm := func(metas []*compaction.TableMeta) {
+			for _, m := range metas {
+				h, err := db.tc.get(m.FileNum)
+				require.NoError(b, err)
+				db.tc.release(h)
+			}
+		}
+		discard := func(metas []*compaction.TableMeta) {
+			for _, m := range metas {
+				db.tc.evict(m.FileNum)
+				require.NoError(b, db.fs.Remove(db.fs.PathJoin(db.dir, tableFileName(m.FileNum))))
+				_ = db.fs.Remove(db.fs.PathJoin(db.dir, stateFileName(m.FileNum)))
+			}
+		}
+		mt := memtable.New()
+		for i := 0; i < memKeys; i++ {
+			mt.Add(sstable.InternalKey{UserKey: benchKey(2 * (n + i)), Seq: uint64(i + 1), Kind: sstable.KindSet}, make([]byte, 100))
+		}
+		b.Run("record="+record+"/flush", func(b *testing.B) {
+			for b.Loop() {
+				meta, err := db.writeTable(mt.NewIter())
+				require.NoError(b, err)
+				db.preAdapt([]*compaction.TableMeta{meta})
+				warm([]*compaction.TableMeta{meta})
+				b.StopTimer()
+				discard([]*compaction.TableMeta{meta})
+				b.StartTimer()
+			}
+		})
+		b.Run("record="+record+"/compact", func(b *testing.B) {
+			v := db.currentVersion()
+			defer v.unref()
+			var checks uint64
+			for b.Loop() {
+				var iters []sstable.Iterator
+				for _, t := range v.levels[compaction.NumLevels-1] {
+					it, err := db.newCompactionIter(t.FileNum)
+					require.NoError(b, err)
+					iters = append(iters, it)
+				}
+				in := compaction.NewMergingIter(iters...)
+				before := db.Metrics().PreAdaptChecks
+				metas, err := compaction.Run(in, compaction.RunOptions{
+					DropTombstones: true, TargetFileSize: db.opts.TargetFileSize,
+					NewOutput: func() (compaction.Output, error) { return db.newOutput() },
+				})
+				require.NoError(b, err)
+				require.NoError(b, in.Close())
+				db.preAdapt(metas)
+				warm(metas)
+				b.StopTimer()
+				checks = db.Metrics().PreAdaptChecks - before
+				discard(metas)
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(checks), "checks/op")
+		})
+		require.NoError(b, db.Close())
 	}
 }

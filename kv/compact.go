@@ -122,7 +122,7 @@ func (db *DB) runCompaction(plan *compaction.Plan) error {
 		}
 		return fmt.Errorf("kv: compaction L%d->L%d: %w", plan.Level, plan.OutputLevel, err)
 	}
-	db.preAdapt(metas, db.knownNegatives())
+	db.preAdapt(metas)
 	edit := &versionEdit{}
 	for _, t := range plan.Inputs {
 		edit.deleted = append(edit.deleted, deletedTable{level: plan.Level, fileNum: t.FileNum})

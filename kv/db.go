@@ -286,7 +286,7 @@ func (db *DB) recover() error {
 		if err != nil {
 			return err
 		}
-		db.preAdapt([]*compaction.TableMeta{meta}, db.knownNegatives())
+		db.preAdapt([]*compaction.TableMeta{meta})
 		levels, err = applyEdit(levels, &versionEdit{added: []addedTable{{level: 0, meta: meta}}})
 		if err != nil {
 			return err
@@ -494,7 +494,7 @@ func (db *DB) flushMemtable(m *memEntry, nextLog uint64) error {
 		if err != nil {
 			return err
 		}
-		db.preAdapt([]*compaction.TableMeta{meta}, db.knownNegatives())
+		db.preAdapt([]*compaction.TableMeta{meta})
 		edit.added = []addedTable{{level: 0, meta: meta}}
 	}
 	err := db.logAndApply(edit, func() {

@@ -103,6 +103,8 @@ func (s *Sketch) Decode(b []byte) error {
 	defer s.mu.Unlock()
 	if s.held.Load() == 0 {
 		// The file's layout: a sketch of the same capacity holds every key.
+		// Only a sketch nothing was recorded in yet (Open) changes seed,
+		// before any Record reads it.
 		s.seed = seed
 	}
 	for _, e := range entries {

@@ -20,13 +20,16 @@ package knownneg
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"math"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 )
@@ -35,12 +38,23 @@ import (
 // 1.25 MiB with 16-byte keys).
 const DefaultCapacity = 32768
 
-// DefaultSampleEvery is the default sampling period of Record: one absent
-// Get in DefaultSampleEvery is counted, with that weight. Sampling keeps
-// the record off the absent-Get hot path; a key asked k times is counted
-// at least once with probability 1 - (1-1/DefaultSampleEvery)^k (93% for
-// k = 20, 98.6% for k = 32).
-const DefaultSampleEvery = 8
+// Sampling says which Record calls are counted. A hit (a key already held)
+// costs a hash and a read of one cache line; one hit in HitEvery is counted
+// with that weight (an atomic add). A miss (a key not held) takes the lock
+// and a slot; one miss in MissEvery does, with that weight. Counting hits
+// sparsely keeps the hot path cheap where it is hot (frequent keys are
+// held); taking most misses keeps the coverage: a key asked k times is
+// held after its first asks with probability 1 - (1-1/MissEvery)^k.
+type Sampling struct {
+	HitEvery, MissEvery uint32
+}
+
+// DefaultSampling is the store's sampling: one hit in 8, one miss in 2
+// (a key asked 4 times is held with probability 94%).
+var DefaultSampling = Sampling{HitEvery: 8, MissEvery: 2}
+
+// NoSampling counts every Record.
+var NoSampling = Sampling{HitEvery: 1, MissEvery: 1}
 
 // ways is the number of slots per set.
 const ways = 8
@@ -53,40 +67,49 @@ const agingPeriod = 8
 // and string header.
 const slotBytes = 4 + 4 + 16
 
-// set is one cache line: the tags and counts of its slots. An update
-// touches only this line (and the key of the slot it replaces), so it
-// costs one cache miss. A slot is identified by its tag (32 hash bits,
-// with the set index about 44 bits): two keys that share both are counted
-// as one, which only blurs a hint (odds about 8 in 2^32 per new key).
+// set is one cache line: the tags and counts of its slots. A hit touches
+// only this line, so it costs one cache miss at most. A slot is identified
+// by its tag (32 hash bits, with the set index about 44 bits): two keys
+// that share both are counted as one, which only blurs a hint (odds about
+// 8 in 2^32 per new key). Tags and counts are read and written
+// atomically: hits count without the lock.
 type set struct {
-	tags   [ways]uint32 // 0: empty slot
-	counts [ways]uint32 // saturating
+	tags   [ways]atomic.Uint32 // 0: empty slot; written under the lock
+	counts [ways]atomic.Uint32
 }
 
 // Sketch is a bounded record of frequently asked absent keys. Safe for
-// concurrent use: Record never blocks (a Record that finds the sketch busy
+// concurrent use: Record never blocks (a miss that finds the sketch busy
 // is dropped, as a sampled-out one is).
 type Sketch struct {
-	sampleEvery uint32
-	seed        uint64 // of hash; saved in the file, adopted by an empty sketch that loads it
-	setMask     uint64
+	sampling Sampling
+	seed     uint64 // of hash; set before use (New, or Decode of an empty sketch)
+	setMask  uint64
+	sets     []set
+	counted  atomic.Uint64 // counted weight since the last aging
+	held     atomic.Int64  // slots in use
 
 	mu       sync.Mutex
-	sets     []set
-	keys     []string // per slot (set*ways + way), read only to replace and list
-	counted  uint64   // counted queries since the last aging
+	keys     []string // per slot (set*ways + way); under mu
 	keyBytes int
-	version  uint64 // bumped by every change: Snapshot caches on it
-	snap     List
-	snapVer  uint64
-
-	held atomic.Int64 // slots in use, read without the lock by Len
+	// sorted is every held key with its slot, sorted by key, as of the
+	// last Snapshot; dirty the slots whose key changed since (under mu).
+	// Snapshot keeps the entries whose slot still holds their key and
+	// merges in the changed slots: a pass over the keys, not a sort.
+	sorted  []slotKey
+	dirty   []int32
+	rebuild bool // dirty overflowed: the next Snapshot starts over
+	// last is the last Snapshot, reused while no key changed and the
+	// counted weight moved by less than one per slot since (lastCounted):
+	// the keys are what tables need, the counts only rank them.
+	last        List
+	lastCounted uint64
 }
 
 // New returns an empty sketch holding at most capacity keys (capacity <= 0:
 // DefaultCapacity; rounded up to a power of two of at least 8) that counts
-// one Record in sampleEvery (<= 1: every one).
-func New(capacity, sampleEvery int) *Sketch {
+// the Record calls sampling selects (zero fields: 1).
+func New(capacity int, sampling Sampling) *Sketch {
 	if capacity <= 0 {
 		capacity = DefaultCapacity
 	}
@@ -94,15 +117,14 @@ func New(capacity, sampleEvery int) *Sketch {
 	if capacity > ways {
 		sets = 1 << bits.Len(uint((capacity+ways-1)/ways-1))
 	}
-	if sampleEvery < 1 {
-		sampleEvery = 1
-	}
+	sampling.HitEvery = max(sampling.HitEvery, 1)
+	sampling.MissEvery = max(sampling.MissEvery, 1)
 	return &Sketch{
-		sampleEvery: uint32(sampleEvery),
-		seed:        rand.Uint64(),
-		setMask:     uint64(sets - 1),
-		sets:        make([]set, sets),
-		keys:        make([]string, sets*ways),
+		sampling: sampling,
+		seed:     rand.Uint64(),
+		setMask:  uint64(sets - 1),
+		sets:     make([]set, sets),
+		keys:     make([]string, sets*ways),
 	}
 }
 
@@ -119,58 +141,84 @@ func (s *Sketch) SizeBytes() int64 {
 	return int64(len(s.keys)*slotBytes + s.keyBytes)
 }
 
-// Record notes that a Get found key absent. It is sampled (one call in
-// sampleEvery is counted, with weight sampleEvery) and skipped when
-// another goroutine holds the sketch, so its cost on the read path is a
-// random number most of the time. key is not retained.
+// Record notes that a Get found key absent (see Sampling). key is not
+// retained.
 func (s *Sketch) Record(key []byte) {
-	if s.sampleEvery > 1 && rand.Uint32N(s.sampleEvery) != 0 {
+	h := hash(s.seed, key)
+	st := &s.sets[h&s.setMask]
+	tag := uint32(h>>32) | 1
+	for w := range ways {
+		if st.tags[w].Load() == tag {
+			if e := s.sampling.HitEvery; e == 1 || rand.Uint32N(e) == 0 {
+				st.counts[w].Add(e)
+				s.age(uint64(e))
+			}
+			return
+		}
+	}
+	if e := s.sampling.MissEvery; e > 1 && rand.Uint32N(e) != 0 {
 		return
 	}
 	if !s.mu.TryLock() {
 		return
 	}
-	s.addLocked(hash(s.seed, key), key, uint64(s.sampleEvery))
+	s.insertLocked(h, key, uint64(s.sampling.MissEvery), true)
 	s.mu.Unlock()
+	s.age(uint64(s.sampling.MissEvery))
 }
 
 // Add counts key weight times, unsampled and waiting for the lock (tests,
 // loading).
 func (s *Sketch) Add(key []byte, weight uint64) {
 	s.mu.Lock()
-	s.addLocked(hash(s.seed, key), key, weight)
+	s.insertLocked(hash(s.seed, key), key, weight, true)
 	s.mu.Unlock()
+	s.age(weight)
 }
 
-func (s *Sketch) addLocked(h uint64, key []byte, weight uint64) {
-	s.insertLocked(h, key, weight, true)
-	s.counted += weight
-	if s.counted >= uint64(agingPeriod*len(s.keys)) {
-		s.ageLocked()
+// age adds weight to the counted queries and halves every count once they
+// reach agingPeriod per slot.
+func (s *Sketch) age(weight uint64) {
+	if s.counted.Add(weight) < uint64(agingPeriod*len(s.keys)) || !s.mu.TryLock() {
+		return
 	}
+	defer s.mu.Unlock()
+	if s.counted.Load() < uint64(agingPeriod*len(s.keys)) {
+		return // another goroutine aged first
+	}
+	for i := range s.sets {
+		for w := range ways {
+			c := &s.sets[i].counts[w]
+			// A hit counted between the load and the store is lost: a
+			// hint, not a count anyone relies on.
+			c.Store(c.Load() / 2)
+		}
+	}
+	s.counted.Store(0)
 }
 
 // insertLocked counts key (hash h) weight times, the Space-Saving update
 // within its set, without advancing aging. Without replace, a key not held
 // is only added to an empty slot.
 func (s *Sketch) insertLocked(h uint64, key []byte, weight uint64, replace bool) {
-	s.version++
 	st := &s.sets[h&s.setMask]
 	tag := uint32(h>>32) | 1
-	min := 0
+	min, minCount := 0, uint32(math.MaxUint32)
 	for w := range ways {
-		if st.tags[w] == tag {
-			st.counts[w] = addSat(st.counts[w], weight)
+		t := st.tags[w].Load()
+		if t == tag {
+			addSat(&st.counts[w], weight)
 			return
 		}
-		if st.tags[w] == 0 || st.counts[w] < st.counts[min] {
-			min = w
-			if st.tags[w] == 0 {
-				break
-			}
+		if t == 0 {
+			min, minCount = w, 0
+			break
+		}
+		if c := st.counts[w].Load(); c < minCount {
+			min, minCount = w, c
 		}
 	}
-	if st.tags[min] == 0 {
+	if st.tags[min].Load() == 0 {
 		s.held.Add(1)
 	} else if !replace {
 		return
@@ -180,67 +228,109 @@ func (s *Sketch) insertLocked(h uint64, key []byte, weight uint64, replace bool)
 	slot := int(h&s.setMask)*ways + min
 	s.keyBytes += len(key) - len(s.keys[slot])
 	s.keys[slot] = string(key)
-	st.tags[min] = tag
-	st.counts[min] = addSat(st.counts[min], weight)
-}
-
-func addSat(c uint32, w uint64) uint32 {
-	if w >= uint64(math.MaxUint32-c) {
-		return math.MaxUint32
+	st.tags[min].Store(tag)
+	addSat(&st.counts[min], weight)
+	switch {
+	case s.rebuild:
+	case len(s.dirty) >= len(s.keys):
+		s.rebuild, s.dirty = true, s.dirty[:0]
+	default:
+		s.dirty = append(s.dirty, int32(slot))
 	}
-	return c + uint32(w)
 }
 
-// ageLocked halves every count.
-func (s *Sketch) ageLocked() {
-	for i := range s.sets {
-		for w := range ways {
-			s.sets[i].counts[w] /= 2
+func addSat(c *atomic.Uint32, w uint64) {
+	for {
+		old := c.Load()
+		n := uint64(old) + w
+		if n > math.MaxUint32 {
+			n = math.MaxUint32
+		}
+		if c.CompareAndSwap(old, uint32(n)) {
+			return
 		}
 	}
-	s.counted = 0
-	s.version++
 }
 
 // Count returns the count held for key (0 if it is not held).
 func (s *Sketch) Count(key []byte) uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	h := hash(s.seed, key)
 	st := &s.sets[h&s.setMask]
 	tag := uint32(h>>32) | 1
 	for w := range ways {
-		if st.tags[w] == tag {
-			return uint64(st.counts[w])
+		if st.tags[w].Load() == tag {
+			return uint64(st.counts[w].Load())
 		}
 	}
 	return 0
 }
 
 // List is a snapshot of the known negatives, sorted by key. It is
-// immutable: share it freely.
+// immutable and its keys are read-only (they alias the sketch's strings):
+// share it freely, modify nothing.
 type List []filter.KnownNegative
 
+type slotKey struct {
+	slot int32
+	key  string
+}
+
 // Snapshot returns the keys held with their counts, sorted by key. Keys
-// whose count aged to zero are left out. A snapshot is reused until the
-// sketch changes.
+// whose count aged to zero are left out.
 func (s *Sketch) Snapshot() List {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.snap != nil && s.snapVer == s.version {
-		return s.snap
+	counted := s.counted.Load()
+	if s.last != nil && len(s.dirty) == 0 && !s.rebuild &&
+		counted >= s.lastCounted && counted-s.lastCounted < uint64(len(s.keys)) {
+		return s.last
 	}
-	l := make(List, 0, s.held.Load())
-	for i := range s.sets {
-		st := &s.sets[i]
-		for w := range ways {
-			if st.tags[w] != 0 && st.counts[w] > 0 {
-				l = append(l, filter.KnownNegative{Key: []byte(s.keys[i*ways+w]), Count: uint64(st.counts[w])})
+	if s.rebuild {
+		s.sorted, s.dirty = nil, s.dirty[:0]
+		for slot, k := range s.keys {
+			if k != "" {
+				s.dirty = append(s.dirty, int32(slot))
 			}
 		}
+		s.rebuild = false
 	}
-	slices.SortFunc(l, func(a, b filter.KnownNegative) int { return bytes.Compare(a.Key, b.Key) })
-	s.snap, s.snapVer = l, s.version
+	// The changed slots, sorted by key (a slot changed twice counts once).
+	slices.Sort(s.dirty)
+	changed := make([]slotKey, 0, len(s.dirty))
+	for i, slot := range s.dirty {
+		if i == 0 || slot != s.dirty[i-1] {
+			changed = append(changed, slotKey{slot, s.keys[slot]})
+		}
+	}
+	slices.SortFunc(changed, func(a, b slotKey) int { return strings.Compare(a.key, b.key) })
+	s.dirty = s.dirty[:0]
+
+	// Merge the entries whose slot still holds their key (the same
+	// string: a replaced slot holds a new one) with the changed slots. The
+	// two are disjoint: a changed slot's key is new.
+	merged := make([]slotKey, 0, s.held.Load())
+	c := 0
+	for _, e := range s.sorted {
+		cur := s.keys[e.slot]
+		if len(cur) != len(e.key) || unsafe.StringData(cur) != unsafe.StringData(e.key) {
+			continue // replaced since
+		}
+		for c < len(changed) && changed[c].key < cur {
+			merged = append(merged, changed[c])
+			c++
+		}
+		merged = append(merged, e)
+	}
+	merged = append(merged, changed[c:]...)
+	s.sorted = merged
+
+	l := make(List, 0, len(merged))
+	for _, e := range merged {
+		if n := s.sets[e.slot/ways].counts[e.slot%ways].Load(); n > 0 {
+			l = append(l, filter.KnownNegative{Key: unsafe.Slice(unsafe.StringData(e.key), len(e.key)), Count: uint64(n)})
+		}
+	}
+	s.last, s.lastCounted = l, counted
 	return l
 }
 
@@ -255,6 +345,19 @@ func (l List) InRange(smallest, largest []byte) List {
 		return nil
 	}
 	return l[lo:hi:hi]
+}
+
+// MostCounted returns the list if it has at most n keys, else a new list
+// of its n most counted keys, sorted by key.
+func (l List) MostCounted(n int) List {
+	if len(l) <= n {
+		return l
+	}
+	top := slices.Clone(l)
+	slices.SortFunc(top, func(a, b filter.KnownNegative) int { return cmp.Compare(b.Count, a.Count) })
+	top = top[:n]
+	slices.SortFunc(top, func(a, b filter.KnownNegative) int { return bytes.Compare(a.Key, b.Key) })
+	return top
 }
 
 // Keys returns the list's keys.

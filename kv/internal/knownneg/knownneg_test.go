@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -31,7 +32,7 @@ func zipfStream(seed uint64, u, n int, s float64) [][]byte {
 func TestHeavyHittersHeld(t *testing.T) {
 	const capacity, n = 1000, 200_000
 	// Aging off for the guarantee: a capacity large enough never ages.
-	s := New(capacity, 1)
+	s := New(capacity, NoSampling)
 	stream := zipfStream(1, 100_000, n, 1.1)
 	truth := map[string]uint64{}
 	for i, k := range stream {
@@ -60,7 +61,7 @@ func TestHeavyHittersHeld(t *testing.T) {
 // new hot keys are held and outrank the old ones.
 func TestAgingFollowsShift(t *testing.T) {
 	const capacity = 500
-	s := New(capacity, 1)
+	s := New(capacity, NoSampling)
 	for _, k := range zipfStream(2, 5000, 100_000, 1.2) {
 		s.Add(k, 1)
 	}
@@ -77,19 +78,28 @@ func TestAgingFollowsShift(t *testing.T) {
 }
 
 func TestRecordSamples(t *testing.T) {
-	s := New(100_000, 8) // ages after 800k: not here
+	s := New(100_000, DefaultSampling) // ages after 800k: not here
 	const n = 80_000
 	for range n {
 		s.Record(key(1))
 	}
-	// One Record in 8 is counted, with weight 8: the estimate is unbiased,
-	// with standard deviation 8*sqrt(n*(1/8)*(7/8)) ~ 750; allow 4 of them.
+	// After the first counted miss (weight 2), one hit in 8 is counted
+	// with weight 8: the estimate is unbiased, with standard deviation
+	// 8*sqrt(n*(1/8)*(7/8)) ~ 750; allow 4 of them.
 	require.InDelta(t, float64(n), float64(s.Count(key(1))), 3000)
 	require.Equal(t, 1, s.Len())
+
+	// Misses are taken one in 2: of 1000 keys asked twice each, about 75%
+	// are held.
+	for i := range 1000 {
+		s.Record(key(10 + i))
+		s.Record(key(10 + i))
+	}
+	require.InDelta(t, 750, s.Len()-1, 4*math.Sqrt(1000*0.75*0.25))
 }
 
 func TestSnapshotSortedAndInRange(t *testing.T) {
-	s := New(100_000, 1) // never ages here
+	s := New(100_000, NoSampling) // never ages here
 	perm := rand.New(rand.NewPCG(4, 4)).Perm(500)
 	for _, i := range perm {
 		s.Add(key(i), uint64(i+1))
@@ -108,35 +118,59 @@ func TestSnapshotSortedAndInRange(t *testing.T) {
 	require.Empty(t, l.InRange([]byte("b"), []byte("c")))
 	require.Empty(t, l.InRange(key(300), key(200)))
 	require.Len(t, l.InRange(nil, []byte("z")), 500)
-	// Reused while unchanged, recomputed after a change.
-	require.Equal(t, &l[0], &s.Snapshot()[0])
+	top := l.MostCounted(10)
+	require.Len(t, top, 10)
+	for i, e := range top {
+		require.Equal(t, key(490+i), e.Key, "the 10 most counted, by key")
+	}
+	require.Len(t, l.MostCounted(1000), 500)
+	// Later snapshots merge the changes: added keys appear in order,
+	// replaced ones go, and many changes at once start over.
 	s.Add(key(1000), 1)
 	require.Len(t, s.Snapshot(), 501)
+	small := New(16, NoSampling)
+	for round := range 50 {
+		for i := range 40 {
+			small.Add(key(round*1000+i), uint64(i+1))
+		}
+		if round%3 == 0 {
+			continue // several rounds of changes between snapshots
+		}
+		got := small.Snapshot()
+		require.LessOrEqual(t, len(got), small.Len(), "keys aged to zero are left out")
+		require.Greater(t, len(got), small.Len()/2)
+		for i := 1; i < len(got); i++ {
+			require.Negative(t, bytes.Compare(got[i-1].Key, got[i].Key))
+		}
+		for _, e := range got {
+			require.Equal(t, e.Count, small.Count(e.Key), "%s", e.Key)
+		}
+	}
 }
 
 func TestFileRoundTrip(t *testing.T) {
 	fs := vfs.NewMem()
-	s := New(1000, 1)
+	s := New(1000, NoSampling)
 	for i, k := range zipfStream(5, 2000, 20_000, 1.1) {
 		s.Add(k, uint64(i%3+1))
 	}
 	require.NoError(t, s.Save(fs, "KNOWNNEG"))
-	l := New(1000, 1)
+	l := New(1000, NoSampling)
 	require.NoError(t, l.Load(fs, "KNOWNNEG"))
 	require.Equal(t, s.Snapshot(), l.Snapshot())
 
 	// Missing: nothing loaded, no error.
-	m := New(10, 1)
+	m := New(10, NoSampling)
 	require.NoError(t, m.Load(fs, "missing"))
 	require.Zero(t, m.Len())
 	// A smaller sketch keeps the most counted keys.
-	small := New(10, 1)
+	small := New(10, NoSampling)
 	require.NoError(t, small.Load(fs, "KNOWNNEG"))
 	require.Equal(t, small.Capacity(), small.Len())
 }
 
 func TestDamagedFileLoadsNothing(t *testing.T) {
-	s := New(100, 1)
+	s := New(100, NoSampling)
 	for i := range 50 {
 		s.Add(key(i), uint64(i+1))
 	}
@@ -154,7 +188,7 @@ func TestDamagedFileLoadsNothing(t *testing.T) {
 		damaged[fmt.Sprintf("flip@%d", i)] = b
 	}
 	for name, b := range damaged {
-		l := New(100, 1)
+		l := New(100, NoSampling)
 		err := l.Decode(b)
 		require.ErrorIs(t, err, ErrCorruptFile, name)
 		require.Zero(t, l.Len(), name)
@@ -162,20 +196,20 @@ func TestDamagedFileLoadsNothing(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	s := New(10, 1)
+	s := New(10, NoSampling)
 	s.Add([]byte("a"), 3)
 	s.Add([]byte("bb"), math.MaxUint64/2)
 	f.Add(s.Encode())
 	f.Add([]byte("akvn\x01\x00\x00\x00\x00\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		l := New(10, 1)
+		l := New(10, NoSampling)
 		if err := l.Decode(b); err != nil {
 			require.ErrorIs(t, err, ErrCorruptFile)
 			require.Zero(t, l.Len())
 			return
 		}
 		// Whatever decodes re-encodes to a file that decodes the same.
-		l2 := New(10, 1)
+		l2 := New(10, NoSampling)
 		require.NoError(t, l2.Decode(l.Encode()))
 		require.Equal(t, l.Snapshot(), l2.Snapshot())
 	})
@@ -194,12 +228,58 @@ func BenchmarkRecord(b *testing.B) {
 					stream[i] = key(r.IntN(1_000_000))
 				}
 			}
-			s := New(DefaultCapacity, DefaultSampleEvery)
+			s := New(DefaultCapacity, DefaultSampling)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				s.Record(stream[i&(1<<16-1)])
 			}
 		})
+	}
+}
+
+// Concurrent Records (hits counted without the lock), insertions, aging
+// and snapshots: run with -race.
+func TestConcurrentRecord(t *testing.T) {
+	s := New(256, Sampling{HitEvery: 2, MissEvery: 1})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, k := range zipfStream(uint64(10+g), 2000, 20_000, 1.2) {
+				s.Record(k)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 200 {
+			l := s.Snapshot()
+			for i := 1; i < len(l); i++ {
+				if bytes.Compare(l[i-1].Key, l[i].Key) >= 0 {
+					t.Error("snapshot not sorted")
+					return
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	require.Equal(t, s.Capacity(), s.Len())
+	require.Positive(t, s.Count(key(1)), "the hottest key is held")
+}
+
+// BenchmarkSnapshot measures a snapshot of a full default sketch after a
+// change (each flush or compaction takes one).
+func BenchmarkSnapshot(b *testing.B) {
+	s := New(DefaultCapacity, NoSampling)
+	for i := 0; s.Len() < s.Capacity()*9/10; i++ {
+		s.Add([]byte(fmt.Sprintf("user%016x!absent", uint64(i)*0x9E3779B97F4A7C15)), 1)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		s.Add(key(i), 1) // a change: no reuse
+		s.Snapshot()
 	}
 }
