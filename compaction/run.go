@@ -45,10 +45,9 @@ type RunOptions struct {
 	// closed (checked every few thousand entries).
 	Cancel <-chan struct{}
 
-	// Roadmap (DESIGN.md item 2, adaptivity that survives compaction): the
-	// hot negative keys of the input tables (their adapted false positives)
-	// will be passed here so that NewOutput can pre-adapt the output tables'
-	// filters, or build a stacked filter with them as known negatives.
+	// The store's known negatives are not an input here: NewOutput (the
+	// store's) hands them to each table's filter builder, and the store
+	// pre-adapts the outputs before installing them (see kv/knownneg.go).
 }
 
 // cancelCheckInterval is how many input entries Run handles between looks at

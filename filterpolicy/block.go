@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 )
 
 // Filter block layout (little-endian), format version 1:
@@ -57,11 +59,14 @@ const (
 	KindTAF    KindCode = 6
 	KindExAF   KindCode = 7
 	KindUTAF   KindCode = 8
+	// KindStacked is filter.CodeStacked (package stacked).
+	KindStacked KindCode = KindCode(filter.CodeStacked)
 )
 
 var kindNames = map[KindCode]string{
 	KindNone: "none", KindBloom: "bloom", KindFuse: "fuse", KindPrefix: "prefix",
 	KindRSQF: "rsqf", KindTAF: "taf", KindExAF: "exaf", KindUTAF: "utaf",
+	KindStacked: "stacked",
 }
 
 // String returns the registry name of the kind.

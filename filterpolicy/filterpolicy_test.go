@@ -17,6 +17,8 @@ import (
 var expectedFPR = map[string]float64{
 	"none": 1, "bloom": 0.0125, "fuse": 1.0 / 256, "prefix": 0.004,
 	"rsqf": 1.0 / 256, "utaf": 1.0 / 256, "taf": 1.0 / 256, "exaf": 1.0 / 256,
+	// stacked with no known negatives: one Bloom layer at 12 bits/key.
+	"stacked": 0.00317,
 }
 
 func fprBound(p float64, n int) float64 { return p + 4*math.Sqrt(p*(1-p)/float64(n)) }
@@ -55,7 +57,7 @@ func buildBlock(p pebble.FilterPolicy, n int) []byte {
 }
 
 func TestRegistry(t *testing.T) {
-	require.Equal(t, []string{"bloom", "exaf", "fuse", "none", "prefix", "rsqf", "taf", "utaf"}, Names())
+	require.Equal(t, []string{"bloom", "exaf", "fuse", "none", "prefix", "rsqf", "stacked", "taf", "utaf"}, Names())
 	for _, name := range Names() {
 		p, err := ByName(name)
 		require.NoError(t, err)
@@ -71,7 +73,7 @@ func TestRegistry(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidOptions, "%+v", o)
 	}
 	require.Equal(t, "bloom", NewBloom(12).Kind())
-	_, err = ForTable(foreignPolicy{}, 1)
+	_, err = ForTable(foreignPolicy{}, 1, nil)
 	require.ErrorIs(t, err, ErrInvalidOptions)
 }
 
@@ -225,7 +227,7 @@ func TestRemoteSection(t *testing.T) {
 	n, q := sizes()
 	for _, name := range []string{"taf", "exaf", "utaf", "rsqf"} {
 		t.Run(name, func(t *testing.T) {
-			wp, err := ForTable(fixedPolicy(t, name, 0), 77)
+			wp, err := ForTable(fixedPolicy(t, name, 0), 77, nil)
 			require.NoError(t, err)
 			block := buildBlock(wp, n)
 			require.NoError(t, wp.Err())

@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/adaptkv/adaptkv/adaptive"
+	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -61,6 +62,10 @@ type Policy interface {
 	Kind() string
 	// Adaptive reports whether Open returns an AdaptiveFilter.
 	Adaptive() bool
+	// KnownNegatives reports whether the policy builds its filters around
+	// the known negatives a table is written with (ForTable): the stacked
+	// filter does.
+	KnownNegatives() bool
 	// Open decodes a filter block written by this policy into an in-memory
 	// filter. remote is the table's remote representation (nil for static
 	// policies or when there is none: a block that carries its remote section
@@ -96,6 +101,7 @@ func randomSeed() uint64 {
 var registry = map[string]KindCode{
 	"none": KindNone, "bloom": KindBloom, "fuse": KindFuse, "prefix": KindPrefix,
 	"rsqf": KindRSQF, "taf": KindTAF, "exaf": KindExAF, "utaf": KindUTAF,
+	"stacked": KindStacked,
 }
 
 // Names lists the registered policy names, sorted.
@@ -116,6 +122,13 @@ func New(name string, opts Options) (Policy, error) {
 	k, ok := registry[name]
 	if !ok {
 		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownPolicy, name, strings.Join(Names(), ", "))
+	}
+	var fk filter.Kind
+	if kind, ok := filterKinds[k]; ok {
+		var err error
+		if fk, err = kind.Configure(filter.Options{BitsPerKey: opts.BitsPerKey}); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+		}
 	}
 	if opts.BitsPerKey == 0 {
 		opts.BitsPerKey = 10
@@ -138,7 +151,7 @@ func New(name string, opts Options) (Policy, error) {
 	if opts.SeedSource == nil {
 		opts.SeedSource = randomSeed
 	}
-	return &policy{kind: k, name: name, opts: opts}, nil
+	return &policy{kind: k, name: name, opts: opts, fk: fk}, nil
 }
 
 // NewBloom returns the bloom policy with bitsPerKey bits per key (values
@@ -156,6 +169,7 @@ type policy struct {
 	kind     KindCode
 	name     string
 	opts     Options
+	fk       filter.Kind // the configured kind, for kinds in filterKinds
 	lastView atomic.Pointer[viewEntry] // see cachedView
 }
 
@@ -175,12 +189,19 @@ func MetaBlockName(kind string) string { return "fullfilter." + PebbleName(kind)
 // Kind implements Policy.
 func (p *policy) Kind() string { return p.name }
 
+// KnownNegatives implements Policy.
+func (p *policy) KnownNegatives() bool { return p.kind == KindStacked }
+
 // Adaptive implements Policy.
 func (p *policy) Adaptive() bool {
 	return p.kind == KindTAF || p.kind == KindExAF || p.kind == KindUTAF || p.kind == KindRSQF
 }
 
 func (p *policy) params() (uint32, uint32) {
+	if p.fk != nil {
+		pp := p.fk.Params()
+		return pp.P1, pp.P2
+	}
 	switch p.kind {
 	case KindBloom:
 		return uint32(p.opts.BitsPerKey), 0
@@ -276,6 +297,9 @@ func decodeLocal(h Header, local []byte, remote adaptive.Remote) (Filter, error)
 	case KindRSQF, KindTAF, KindExAF, KindUTAF:
 		return openAdaptive(h, local, remote)
 	}
+	if kind, ok := filterKinds[h.Kind]; ok {
+		return kind.Decode(filter.Params{P1: h.Param1, P2: h.Param2}, h.Seed, local, remote)
+	}
 	return nil, fmt.Errorf("%w: unknown kind %d", ErrCorruptBlock, h.Kind)
 }
 
@@ -285,14 +309,17 @@ func decodeLocal(h Header, local []byte, remote adaptive.Remote) (Filter, error)
 type WriterPolicy struct {
 	p    *policy
 	seed uint64
+	kn   []filter.KnownNegative
 	mu   sync.Mutex
 	err  error
 	hdr  Header
 }
 
 // ForTable returns the WriterPolicy of p for one table with the given seed
-// (0: from p's seed source). p must come from this package.
-func ForTable(p Policy, seed uint64) (*WriterPolicy, error) {
+// (0: from p's seed source) and known negatives (sorted by key, possibly
+// nil: see filter.BuildOptions; kinds that do not build around them ignore
+// them). p must come from this package.
+func ForTable(p Policy, seed uint64, kn []filter.KnownNegative) (*WriterPolicy, error) {
 	pp, ok := p.(*policy)
 	if !ok {
 		return nil, fmt.Errorf("%w: policy %T is not from package filterpolicy", ErrInvalidOptions, p)
@@ -300,7 +327,7 @@ func ForTable(p Policy, seed uint64) (*WriterPolicy, error) {
 	if seed == 0 {
 		seed = pp.opts.SeedSource()
 	}
-	return &WriterPolicy{p: pp, seed: seed}, nil
+	return &WriterPolicy{p: pp, seed: seed, kn: kn}, nil
 }
 
 // Name implements pebble.FilterPolicy.
@@ -314,6 +341,8 @@ func (w *WriterPolicy) MayContain(ftype pebble.FilterType, block, key []byte) bo
 // NewWriter implements pebble.FilterPolicy.
 func (w *WriterPolicy) NewWriter(ftype pebble.FilterType) pebble.FilterWriter {
 	bw := w.p.newBlockWriter(w.seed, true)
+	bw.kn = w.kn
+	bw.b = w.p.newKeyBuilder(w.seed, w.kn)
 	bw.done = func(h Header, err error) {
 		w.mu.Lock()
 		w.err, w.hdr = err, h
@@ -354,16 +383,20 @@ type blockWriter struct {
 	hasLast    bool
 	n          uint64
 	b          keyBuilder
+	kn         []filter.KnownNegative
 	done       func(Header, error)
 }
 
 func (p *policy) newBlockWriter(seed uint64, withRemote bool) *blockWriter {
 	w := &blockWriter{p: p, seed: seed, withRemote: withRemote}
-	w.b = p.newKeyBuilder(seed)
+	w.b = p.newKeyBuilder(seed, nil)
 	return w
 }
 
-func (p *policy) newKeyBuilder(seed uint64) keyBuilder {
+func (p *policy) newKeyBuilder(seed uint64, kn []filter.KnownNegative) keyBuilder {
+	if p.fk != nil {
+		return kindBuilder{p.fk.NewBuilder(filter.BuildOptions{Seed: seed, KnownNegatives: kn, WithRemote: true})}
+	}
 	switch p.kind {
 	case KindBloom:
 		return newBloomBuilder(seed, p.opts.BitsPerKey)
@@ -411,7 +444,7 @@ func (w *blockWriter) Finish(dst []byte) []byte {
 		hh, _ := ParseHeader(dst[start:])
 		w.done(hh, err)
 	}
-	w.b = w.p.newKeyBuilder(w.seed)
+	w.b = w.p.newKeyBuilder(w.seed, w.kn)
 	w.hasLast, w.n = false, 0
 	return dst
 }

@@ -14,7 +14,7 @@ func TestSmallSets(t *testing.T) {
 	for _, name := range Names() {
 		for _, n := range []int{1, 2, 3, 7, 31, 64, 65, 200} {
 			p := fixedPolicy(t, name, uint64(n))
-			wp, err := ForTable(p, uint64(n)+1000)
+			wp, err := ForTable(p, uint64(n)+1000, nil)
 			require.NoError(t, err)
 			for _, pol := range []pebble.FilterPolicy{p, wp} {
 				block := buildBlock(pol, n)
@@ -49,7 +49,7 @@ func FuzzOpenBlock(f *testing.F) {
 	for _, name := range Names() {
 		p := fixedPolicy(f, name, 3)
 		f.Add(buildBlock(p, 50))
-		wp, _ := ForTable(p, 4)
+		wp, _ := ForTable(p, 4, nil)
 		f.Add(buildBlock(wp, 50))
 	}
 	policies := make([]Policy, 0, len(Names()))

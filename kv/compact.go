@@ -90,13 +90,14 @@ func (db *DB) runCompaction(plan *compaction.Plan) error {
 		iters = append(iters, it)
 	}
 	in := compaction.NewMergingIter(iters...)
+	kn := db.buildNegatives()
 	var outs []*tableOutput
 	metas, err := compaction.Run(in, compaction.RunOptions{
 		Snapshots:      db.snapshotSeqs(),
 		DropTombstones: plan.IsBottommost(v.levels),
 		TargetFileSize: db.opts.TargetFileSize,
 		NewOutput: func() (compaction.Output, error) {
-			o, err := db.newOutput()
+			o, err := db.newOutput(kn)
 			if err == nil {
 				outs = append(outs, o)
 			}

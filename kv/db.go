@@ -344,7 +344,7 @@ func (db *DB) recover() error {
 // writeTable writes the entries of it into a new table and returns its
 // metadata (the file is synced by the sstable writer).
 func (db *DB) writeTable(it sstable.Iterator) (*compaction.TableMeta, error) {
-	out, err := db.newOutput()
+	out, err := db.newOutput(db.buildNegatives())
 	if err != nil {
 		return nil, err
 	}
@@ -367,9 +367,12 @@ type tableOutput struct {
 	w       *sstable.Writer
 }
 
-func (db *DB) newOutput() (*tableOutput, error) {
+// newOutput creates a table; kn are the known negatives a policy that
+// builds around them gets (see buildNegatives).
+func (db *DB) newOutput(kn knownneg.List) (*tableOutput, error) {
 	fn := db.allocFileNum()
-	w, err := sstable.Create(db.fs, db.fs.PathJoin(db.dir, tableFileName(fn)), sstable.WriterOptions{Policy: db.policy})
+	w, err := sstable.Create(db.fs, db.fs.PathJoin(db.dir, tableFileName(fn)),
+		sstable.WriterOptions{Policy: db.policy, KnownNegatives: kn})
 	if err != nil {
 		return nil, err
 	}

@@ -70,6 +70,17 @@ func (db *DB) knownNegatives() knownneg.List {
 	return db.kn.Snapshot()
 }
 
+// buildNegatives returns the known negatives a new table's filter is built
+// around: the current ones for a policy that uses them (stacked), else
+// nil. One list serves a whole flush or compaction; each table's builder
+// keeps those in its own key range.
+func (db *DB) buildNegatives() knownneg.List {
+	if !db.policy.KnownNegatives() {
+		return nil
+	}
+	return db.knownNegatives()
+}
+
 // preAdaptBudget bounds the known negatives checked in a new table to
 // twice its keys (the most counted first): a check costs a filter query
 // (and, for a false positive, a table probe and a fix), so the bound keeps

@@ -120,7 +120,7 @@ func (o *Options) withDefaults() (Options, error) {
 	// policy: made here, a policy that cannot write tables fails Open
 	// instead of the first flush (with a sticky error).
 	if r.Filter != nil && r.Filter.Kind() != "none" {
-		if _, err := filterpolicy.ForTable(r.Filter, 1); err != nil {
+		if _, err := filterpolicy.ForTable(r.Filter, 1, nil); err != nil {
 			return r, fmt.Errorf("%w: Filter: %w", ErrInvalidOptions, err)
 		}
 	}

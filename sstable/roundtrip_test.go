@@ -19,6 +19,8 @@ import (
 var expectedFPR = map[string]float64{
 	"none": 1, "bloom": 0.0125, "fuse": 1.0 / 256, "prefix": 0.004,
 	"rsqf": 1.0 / 256, "utaf": 1.0 / 256, "taf": 1.0 / 256, "exaf": 1.0 / 256,
+	// stacked with no known negatives: one Bloom layer at 12 bits/key.
+	"stacked": 0.00317,
 }
 
 // fprBound is p plus 4 binomial standard deviations over n trials.

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
@@ -29,6 +30,11 @@ type WriterOptions struct {
 	BlockSize int
 	// FilterSeed fixes the filter's seed (0: the policy's seed source).
 	FilterSeed uint64
+	// KnownNegatives are keys the store found absent and asks often,
+	// sorted by key (nil: none). A policy that builds around them
+	// (Policy.KnownNegatives: stacked) uses those in the table's key range
+	// that the table does not hold; the others ignore them.
+	KnownNegatives []filter.KnownNegative
 }
 
 // TableInfo describes a finished table.
@@ -69,7 +75,7 @@ func Create(fs vfs.FS, path string, opts WriterOptions) (*Writer, error) {
 	var wp *filterpolicy.WriterPolicy
 	if opts.Policy != nil && opts.Policy.Kind() != "none" {
 		var err error
-		if wp, err = filterpolicy.ForTable(opts.Policy, opts.FilterSeed); err != nil {
+		if wp, err = filterpolicy.ForTable(opts.Policy, opts.FilterSeed, opts.KnownNegatives); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 		}
 	}

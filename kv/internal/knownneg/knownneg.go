@@ -21,7 +21,6 @@ package knownneg
 import (
 	"bytes"
 	"cmp"
-	"encoding/binary"
 	"math"
 	"math/bits"
 	"math/rand/v2"
@@ -369,28 +368,5 @@ func (l List) Keys() [][]byte {
 	return keys
 }
 
-// hash is a seeded 64-bit hash of key for set selection and tags: 8-byte
-// words folded by multiply and xor-shift (a Murmur-style finalizer per
-// word). It needs to spread keys, not resist an adversary: colliding keys
-// only share a set.
-func hash(seed uint64, key []byte) uint64 {
-	h := seed ^ uint64(len(key))*0x9E3779B97F4A7C15
-	for len(key) >= 8 {
-		h = mix64(h ^ binary.LittleEndian.Uint64(key))
-		key = key[8:]
-	}
-	var tail uint64
-	for i, c := range key {
-		tail |= uint64(c) << (8 * i)
-	}
-	return mix64(h ^ tail ^ 0xff)
-}
-
-func mix64(x uint64) uint64 {
-	x ^= x >> 33
-	x *= 0xff51afd7ed558ccd
-	x ^= x >> 33
-	x *= 0xc4ceb9fe1a85ec53
-	x ^= x >> 33
-	return x
-}
+// hash is the sketch's key hash (set index and tag).
+func hash(seed uint64, key []byte) uint64 { return filter.Hash64(seed, key) }
