@@ -169,7 +169,7 @@ type policy struct {
 	kind     KindCode
 	name     string
 	opts     Options
-	fk       filter.Kind // the configured kind, for kinds in filterKinds
+	fk       filter.Kind               // the configured kind, for kinds in filterKinds
 	lastView atomic.Pointer[viewEntry] // see cachedView
 }
 
