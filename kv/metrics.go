@@ -8,7 +8,7 @@ type LevelMetrics struct {
 	Size     uint64
 }
 
-// Metrics are the store's counters (names as in DESIGN.md). The table
+// Metrics are the store's counters (names as in docs/ARCHITECTURE.md, "Metrics"). The table
 // counters are totals over every table the store has opened since Open,
 // including tables closed by the table cache or deleted by compactions.
 type Metrics struct {

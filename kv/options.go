@@ -61,12 +61,12 @@ type Options struct {
 	MaxImmutableMemTables int
 	// KnownNegatives bounds the absent keys the store remembers (the keys
 	// Get most often found absent after consulting a table, kept by a
-	// heavy-hitter sketch with aging, about 130 bytes each with 16-byte
+	// heavy-hitter sketch with aging, about 40 bytes each with 16-byte
 	// keys). Every table a flush or compaction writes is pre-adapted
 	// against those in its key range, so adaptive filters do not forget
 	// them; the record is saved on Close and loaded by Open (a missing or
 	// damaged file means an empty record, see DB.KnownNegativesError).
-	// Default DefaultKnownNegatives (32768, about 4 MiB); negative: off.
+	// Default DefaultKnownNegatives (65536, about 2.5 MiB); negative: off.
 	KnownNegatives int
 }
 

@@ -79,7 +79,7 @@ type Metrics struct {
 // lookups and makes later calls fail with ErrClosed.
 //
 // Lookups take no lock and write no word shared with lookups on other
-// goroutines (DESIGN.md): each one registers in, and counts into, one
+// goroutines (docs/ARCHITECTURE.md, "Contracts"): each one registers in, and counts into, one
 // stripe of readShards chosen by its goroutine (see readShard).
 type Reader struct {
 	fs       vfs.FS

@@ -1,7 +1,7 @@
 package main
 
 // Result is one (policy, workload) row. Field names of the store's counters
-// are those of DESIGN.md; counters a store does not measure are null.
+// are those of docs/ARCHITECTURE.md ("Metrics"); counters a store does not measure are null.
 type Result struct {
 	Policy   string `json:"policy"`
 	Workload string `json:"workload"`

@@ -68,7 +68,7 @@ Flags:
 type options struct {
 	policies, workloads     string
 	records, ops            uint64
-	threads, bits           int
+	threads, bits, knownNeg int
 	dir                     string
 	seed                    uint64
 	jsonPath, csvPath, plot string
@@ -96,6 +96,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.Uint64Var(&o.ops, "ops", 0, "operations per workload (0: each file's operationcount); the adversary then starts with ops/adversarysubrounds keys")
 	fs.IntVar(&o.threads, "threads", 1, "worker threads for load and mixed workloads (the adversary is single-threaded)")
 	fs.IntVar(&o.bits, "bits", 10, "bits/key of the bloom policy and of the Pebble peer's bloom filter")
+	fs.IntVar(&o.knownNeg, "knownnegatives", 0, "absent keys each adaptkv store remembers for its new tables (kv.Options.KnownNegatives; 0: default, -1: off)")
 	fs.StringVar(&o.dir, "dir", "", "keep each store's data in DIR/<policy> and reuse it when it matches (default: a temporary directory, removed);\nkept stores keep their adapted filters, so rerun with another -seed for fresh absent keys")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed of values, operation streams and the absent-key universes")
 	fs.StringVar(&o.jsonPath, "json", "", "write results as JSON to FILE (- for stdout)")
@@ -157,6 +158,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	cfg := StoreConfig{
 		BitsPerKey: o.bits, MemTableSize: o.memTable, TargetFileSize: uint64(o.targetFile),
 		BaseLevelBytes: uint64(o.memTable) * defaultL0Trigger * 4, L0Trigger: defaultL0Trigger, BlockCacheSize: defaultCache,
+		KnownNegatives: o.knownNeg,
 	}
 	valueSize := workloads[0].ValueSize()
 	var results []*Result

@@ -35,7 +35,7 @@ type batchWriter interface {
 	SetBatch(keys, values [][]byte) error
 }
 
-// Counters are a store's cumulative counters, named as in DESIGN.md.
+// Counters are a store's cumulative counters, named as in docs/ARCHITECTURE.md, "Metrics".
 type Counters struct {
 	Gets                uint64 // Get calls the store counted
 	FilterChecks        uint64 // filter consultations
@@ -96,6 +96,9 @@ type StoreConfig struct {
 	BaseLevelBytes uint64
 	L0Trigger      int
 	BlockCacheSize int64
+	// KnownNegatives is kv.Options.KnownNegatives (adaptkv stores; 0: the
+	// default, negative: off).
+	KnownNegatives int
 }
 
 // ErrUnknownStore is returned for a policy name no store implements.

@@ -28,6 +28,7 @@ func openKV(name string, cfg StoreConfig) (Store, error) {
 		MemTableSize:          cfg.MemTableSize,
 		L0CompactionThreshold: cfg.L0Trigger,
 		TargetFileSize:        cfg.TargetFileSize,
+		KnownNegatives:        cfg.KnownNegatives,
 	}
 	if name == "bloom" {
 		opts.Filter = filterpolicy.NewBloom(cfg.BitsPerKey)

@@ -78,24 +78,26 @@ func TestAgingFollowsShift(t *testing.T) {
 }
 
 func TestRecordSamples(t *testing.T) {
-	s := New(100_000, DefaultSampling) // ages after 800k: not here
+	s := New(1<<20, DefaultSampling) // ages after 8M: not here
 	const n = 80_000
 	for range n {
 		s.Record(key(1))
 	}
-	// After the first counted miss (weight 2), one hit in 8 is counted
-	// with weight 8: the estimate is unbiased, with standard deviation
-	// 8*sqrt(n*(1/8)*(7/8)) ~ 750; allow 4 of them.
-	require.InDelta(t, float64(n), float64(s.Count(key(1))), 3000)
+	// After the first counted miss, one hit in Every x HitEvery is
+	// counted with that weight: the estimate is unbiased, with standard
+	// deviation w*sqrt(n*(1/w)*(1-1/w)); allow 4 of them.
+	w := float64(DefaultSampling.Every * DefaultSampling.HitEvery)
+	require.InDelta(t, float64(n), float64(s.Count(key(1))), 4*w*math.Sqrt(n/w*(1-1/w))+w)
 	require.Equal(t, 1, s.Len())
 
-	// Misses are taken one in 2: of 1000 keys asked twice each, about 75%
-	// are held.
+	// Misses are taken one in Every x MissEvery: of 1000 keys asked twice
+	// each, a share 1-(1-1/(Every x MissEvery))^2 is held.
 	for i := range 1000 {
 		s.Record(key(10 + i))
 		s.Record(key(10 + i))
 	}
-	require.InDelta(t, 750, s.Len()-1, 4*math.Sqrt(1000*0.75*0.25))
+	p := 1 - math.Pow(1-1/float64(DefaultSampling.Every*DefaultSampling.MissEvery), 2)
+	require.InDelta(t, 1000*p, s.Len()-1, 4*math.Sqrt(1000*p*(1-p)))
 }
 
 func TestSnapshotSortedAndInRange(t *testing.T) {
