@@ -71,14 +71,16 @@ func (db *DB) knownNegatives() knownneg.List {
 }
 
 // buildNegatives returns the known negatives a new table's filter is built
-// around: the current ones for a policy that uses them (stacked), else
-// nil. One list serves a whole flush or compaction; each table's builder
-// keeps those in its own key range.
+// around: for a policy that uses them (stacked), the current ones that were
+// asked more than once (a key seen once is no pattern: building around
+// one-off keys costs the first layer bits and buys nothing), else nil. One
+// list serves a whole flush or compaction; each table's builder keeps
+// those in its own key range.
 func (db *DB) buildNegatives() knownneg.List {
-	if !db.policy.KnownNegatives() {
+	if !db.policy.KnownNegatives() || db.kn == nil {
 		return nil
 	}
-	return db.knownNegatives()
+	return db.kn.Repeated(db.knownNegatives())
 }
 
 // preAdaptBudget bounds the known negatives checked in a new table to four

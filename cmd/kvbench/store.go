@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -107,20 +108,16 @@ var ErrUnknownStore = errors.New("kvbench: unknown policy")
 // extraStores are stores registered by tests (an in-memory fake).
 var extraStores = map[string]func(StoreConfig) (Store, error){}
 
-// excludedByDefault are policies the default run skips: "none" probes every
-// table for every Get, which makes the default run far longer and says
-// nothing about filters. Ask for it with -policies.
-var excludedByDefault = map[string]bool{"none": true}
+// defaultKVPolicies are the adaptkv policies of the default run: the static
+// baselines (Pebble's bloom at -bits, the prefix filter), the stacked
+// filter, and the adaptive taf and exaf. The others (none, fuse, rsqf,
+// utaf) run with -policies: none probes every table on every Get, and the
+// rest say little the default set does not.
+var defaultKVPolicies = []string{"bloom", "prefix", "stacked", "taf", "exaf"}
 
-// defaultPolicies are the adaptkv policies (but none) plus the Pebble peers.
+// defaultPolicies are the default adaptkv policies plus the Pebble peers.
 func defaultPolicies() []string {
-	var out []string
-	for _, p := range kvPolicies() {
-		if !excludedByDefault[p] {
-			out = append(out, p)
-		}
-	}
-	return append(out, pebblePeers...)
+	return append(slices.Clone(defaultKVPolicies), pebblePeers...)
 }
 
 // allPolicies lists every store name this build can open.

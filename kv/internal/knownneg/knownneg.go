@@ -360,6 +360,21 @@ func (l List) InRange(smallest, largest []byte) List {
 	return l[lo:hi:hi]
 }
 
+// Repeated returns the entries of the list counted more than once at the
+// sketch's sampling: a count above the weight of one counted miss. A key
+// seen once (an existence check, a calibration pass) is not a pattern
+// worth building a filter around.
+func (s *Sketch) Repeated(l List) List {
+	unit := uint64(s.sampling.Every * s.sampling.MissEvery)
+	out := make(List, 0, len(l))
+	for _, e := range l {
+		if e.Count > unit {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // MostCounted returns the list if it has at most n keys, else a new list
 // of its n most counted keys, sorted by key.
 func (l List) MostCounted(n int) List {
