@@ -51,28 +51,21 @@ type KindCode uint8
 
 // Filter kinds stored in block headers. Values are part of the on-disk format.
 const (
-	KindNone   KindCode = 1
-	KindBloom  KindCode = 2
-	KindFuse   KindCode = 3
-	KindPrefix KindCode = 4
-	KindRSQF   KindCode = 5
-	KindTAF    KindCode = 6
-	KindExAF   KindCode = 7
-	KindUTAF   KindCode = 8
-	// KindStacked is filter.CodeStacked (package stacked).
-	KindStacked KindCode = KindCode(filter.CodeStacked)
+	KindNone    = KindCode(filter.CodeNone)
+	KindBloom   = KindCode(filter.CodeBloom)
+	KindFuse    = KindCode(filter.CodeFuse)
+	KindPrefix  = KindCode(filter.CodePrefix)
+	KindRSQF    = KindCode(filter.CodeRSQF)
+	KindTAF     = KindCode(filter.CodeTAF)
+	KindExAF    = KindCode(filter.CodeExAF)
+	KindUTAF    = KindCode(filter.CodeUTAF)
+	KindStacked = KindCode(filter.CodeStacked)
 )
-
-var kindNames = map[KindCode]string{
-	KindNone: "none", KindBloom: "bloom", KindFuse: "fuse", KindPrefix: "prefix",
-	KindRSQF: "rsqf", KindTAF: "taf", KindExAF: "exaf", KindUTAF: "utaf",
-	KindStacked: "stacked",
-}
 
 // String returns the registry name of the kind.
 func (k KindCode) String() string {
-	if s, ok := kindNames[k]; ok {
-		return s
+	if kind, ok := KindByCode(k); ok {
+		return kind.Name()
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -154,7 +147,7 @@ func ParseHeader(b []byte) (Header, error) {
 	if h.Version == 0 || h.Version > FormatVersion {
 		return h, fmt.Errorf("%w: %w: format version %d (this build reads up to %d)", ErrCorruptBlock, ErrUnsupportedVersion, h.Version, FormatVersion)
 	}
-	if _, ok := kindNames[h.Kind]; !ok {
+	if _, ok := KindByCode(h.Kind); !ok {
 		return h, fmt.Errorf("%w: unknown filter kind %d", ErrCorruptBlock, b[5])
 	}
 	if b[6]&^flagRemote != 0 || b[7] != 0 {

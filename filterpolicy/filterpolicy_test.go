@@ -3,6 +3,7 @@ package filterpolicy
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -73,11 +74,41 @@ func TestRegistry(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidOptions, "%+v", o)
 	}
 	require.Equal(t, "bloom", NewBloom(12).Kind())
-	_, err = ForTable(foreignPolicy{}, 1, nil)
+	// A policy of another type works if it is what it says it is (issue
+	// 11: Options.Filter takes the exported interface); one whose kind does
+	// not match its name, or has none, cannot write tables.
+	bloom := NewBloom(10)
+	wp, err := ForTable(foreignPolicy{Policy: bloom}, 1, nil)
+	require.NoError(t, err)
+	require.Equal(t, bloom.Name(), wp.Name())
+	taf, err := ByName("taf")
+	require.NoError(t, err)
+	_, err = ForTable(foreignPolicy{Policy: bloom, kind: taf.FilterKind()}, 1, nil)
 	require.ErrorIs(t, err, ErrInvalidOptions)
+	_, err = ForTable(nil, 1, nil)
+	require.ErrorIs(t, err, ErrInvalidOptions)
+
+	// Options are validated once, at New, by the kind: a taf with load
+	// factor 1 is rejected there, not at its first table.
+	_, err = New("taf", Options{LoadFactor: 1})
+	require.ErrorIs(t, err, ErrInvalidOptions)
+	_, err = New("stacked", Options{BitsPerKey: 2})
+	require.ErrorIs(t, err, ErrInvalidOptions)
+	require.NoError(t, checkRegistry())
 }
 
-type foreignPolicy struct{ Policy }
+// foreignPolicy wraps a policy, optionally claiming another kind.
+type foreignPolicy struct {
+	Policy
+	kind filter.Kind
+}
+
+func (f foreignPolicy) FilterKind() filter.Kind {
+	if f.kind != nil {
+		return f.kind
+	}
+	return f.Policy.FilterKind()
+}
 
 func TestPolicies(t *testing.T) {
 	n, q := sizes()

@@ -1,20 +1,98 @@
 package filterpolicy
 
 import (
+	"fmt"
+	"slices"
+
+	"github.com/adaptkv/adaptkv/adaptive"
+	"github.com/adaptkv/adaptkv/filterpolicy/bloom"
 	"github.com/adaptkv/adaptkv/filterpolicy/filter"
+	"github.com/adaptkv/adaptkv/filterpolicy/fuse"
 	"github.com/adaptkv/adaptkv/filterpolicy/stacked"
+	"github.com/adaptkv/adaptkv/prefixfilter"
 )
 
-// filterKinds are the kinds implemented against package filter's contract
-// (filter.Kind): their builds, decoding and parameters go through it. The
-// older kinds are still switch cases of this package; issue 11 moves them
-// here one by one.
-var filterKinds = map[KindCode]filter.Kind{
-	KindStacked: stacked.Kind{},
+// kinds is the registry: every filter kind, one line each. Names, codes,
+// parameters, builds and decoding all come from the kind (filter.Kind);
+// nothing else in the module lists kinds. To add one, see
+// docs/ARCHITECTURE.md, "Filter kinds".
+var kinds = []filter.Kind{
+	noneKind{},
+	bloom.Kind{},
+	fuse.Kind{},
+	prefixfilter.Kind{},
+	adaptive.RSQFKind,
+	adaptive.TAFKind,
+	adaptive.ExAFKind,
+	adaptive.UTAFKind,
+	stacked.Kind{},
 }
 
-// kindBuilder adapts a filter.Builder to the package's keyBuilder.
-type kindBuilder struct{ b filter.Builder }
+// KindByName returns the registered kind named name (unconfigured).
+func KindByName(name string) (filter.Kind, bool) {
+	i := slices.IndexFunc(kinds, func(k filter.Kind) bool { return k.Name() == name })
+	if i < 0 {
+		return nil, false
+	}
+	return kinds[i], true
+}
 
-func (k kindBuilder) add(key []byte)                    { k.b.Add(key) }
-func (k kindBuilder) finish() ([]byte, []uint64, error) { return k.b.Finish() }
+// KindByCode returns the registered kind with block-header code c.
+func KindByCode(c KindCode) (filter.Kind, bool) {
+	i := slices.IndexFunc(kinds, func(k filter.Kind) bool { return KindCode(k.Code()) == c })
+	if i < 0 {
+		return nil, false
+	}
+	return kinds[i], true
+}
+
+// MetaBlockPrefix starts the metaindex name of every filter block this
+// module writes ("fullfilter." + "adaptkv." + kind name).
+const MetaBlockPrefix = "fullfilter.adaptkv."
+
+// KindOfMetaBlock returns the kind whose filter block is stored under the
+// metaindex name name, if any.
+func KindOfMetaBlock(name string) (filter.Kind, bool) {
+	if len(name) <= len(MetaBlockPrefix) || name[:len(MetaBlockPrefix)] != MetaBlockPrefix {
+		return nil, false
+	}
+	return KindByName(name[len(MetaBlockPrefix):])
+}
+
+// noneKind is the "no filter" kind: every query answers "maybe".
+type noneKind struct{}
+
+func (noneKind) Name() string                                    { return "none" }
+func (noneKind) Code() filter.Code                               { return filter.CodeNone }
+func (noneKind) Adaptive() bool                                  { return false }
+func (k noneKind) Configure(filter.Options) (filter.Kind, error) { return k, nil }
+func (noneKind) Params() filter.Params                           { return filter.Params{} }
+func (noneKind) NewBuilder(filter.BuildOptions) filter.Builder   { return noneBuilder{} }
+func (noneKind) Decode(filter.Params, uint64, []byte, filter.Remote) (filter.Filter, error) {
+	return noneFilter{}, nil
+}
+
+// noneFilter answers "maybe" for every key.
+type noneFilter struct{}
+
+func (noneFilter) MayContain([]byte) bool { return true }
+func (noneFilter) BitsPerKey() float64    { return 0 }
+func (noneFilter) SizeBytes() int         { return 0 }
+
+type noneBuilder struct{}
+
+func (noneBuilder) Add([]byte)                        {}
+func (noneBuilder) Finish() ([]byte, []uint64, error) { return nil, nil, nil }
+
+// checkRegistry verifies the registry's invariants: distinct names and
+// codes. Run by a test.
+func checkRegistry() error {
+	names, codes := map[string]bool{}, map[filter.Code]bool{}
+	for _, k := range kinds {
+		if names[k.Name()] || codes[k.Code()] {
+			return fmt.Errorf("filterpolicy: kind %s (code %d) registered twice", k.Name(), k.Code())
+		}
+		names[k.Name()], codes[k.Code()] = true, true
+	}
+	return nil
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -58,7 +57,7 @@ type AdaptiveFilter interface {
 // in-memory filter.
 type Policy interface {
 	pebble.FilterPolicy
-	// Kind is the registry name: none, bloom, fuse, prefix, rsqf, taf, exaf (or utaf).
+	// Kind is the registry name (Names): none, bloom, fuse, prefix, rsqf, taf, exaf, utaf, stacked.
 	Kind() string
 	// Adaptive reports whether Open returns an AdaptiveFilter.
 	Adaptive() bool
@@ -66,6 +65,11 @@ type Policy interface {
 	// the known negatives a table is written with (ForTable): the stacked
 	// filter does.
 	KnownNegatives() bool
+	// FilterKind is the configured kind the policy builds (ForTable writes
+	// tables with it, so a Policy from outside this package works too).
+	FilterKind() filter.Kind
+	// NewSeed returns the seed of a new filter (non-zero).
+	NewSeed() uint64
 	// Open decodes a filter block written by this policy into an in-memory
 	// filter. remote is the table's remote representation (nil for static
 	// policies or when there is none: a block that carries its remote section
@@ -98,17 +102,11 @@ func randomSeed() uint64 {
 	}
 }
 
-var registry = map[string]KindCode{
-	"none": KindNone, "bloom": KindBloom, "fuse": KindFuse, "prefix": KindPrefix,
-	"rsqf": KindRSQF, "taf": KindTAF, "exaf": KindExAF, "utaf": KindUTAF,
-	"stacked": KindStacked,
-}
-
 // Names lists the registered policy names, sorted.
 func Names() []string {
-	names := make([]string, 0, len(registry))
-	for n := range registry {
-		names = append(names, n)
+	names := make([]string, 0, len(kinds))
+	for _, k := range kinds {
+		names = append(names, k.Name())
 	}
 	sort.Strings(names)
 	return names
@@ -118,40 +116,32 @@ func Names() []string {
 func ByName(name string) (Policy, error) { return New(name, Options{}) }
 
 // New returns the policy registered under name with the given options.
+// Every option is validated here, once, by the kind (filter.Kind.Configure)
+// after the ranges common to all kinds: an Options that New accepts writes
+// tables.
 func New(name string, opts Options) (Policy, error) {
-	k, ok := registry[name]
+	kind, ok := KindByName(name)
 	if !ok {
 		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownPolicy, name, strings.Join(Names(), ", "))
 	}
-	var fk filter.Kind
-	if kind, ok := filterKinds[k]; ok {
-		var err error
-		if fk, err = kind.Configure(filter.Options{BitsPerKey: opts.BitsPerKey}); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
-		}
-	}
-	if opts.BitsPerKey == 0 {
-		opts.BitsPerKey = 10
-	}
-	if opts.BitsPerKey < 1 || opts.BitsPerKey > 64 {
+	switch {
+	case opts.BitsPerKey < 0 || opts.BitsPerKey > 64:
 		return nil, fmt.Errorf("%w: BitsPerKey %d not in [1,64]", ErrInvalidOptions, opts.BitsPerKey)
-	}
-	if opts.RemainderBits == 0 {
-		opts.RemainderBits = 8
-	}
-	if opts.RemainderBits < 4 || opts.RemainderBits > 16 {
+	case opts.RemainderBits != 0 && (opts.RemainderBits < 4 || opts.RemainderBits > 16):
 		return nil, fmt.Errorf("%w: RemainderBits %d not in [4,16]", ErrInvalidOptions, opts.RemainderBits)
-	}
-	if opts.LoadFactor == 0 {
-		opts.LoadFactor = 0.95
-	}
-	if !(opts.LoadFactor > 0 && opts.LoadFactor <= 1) {
+	case opts.RemainderBits < 0:
+		return nil, fmt.Errorf("%w: RemainderBits %d not in [4,16]", ErrInvalidOptions, opts.RemainderBits)
+	case opts.LoadFactor != 0 && !(opts.LoadFactor > 0 && opts.LoadFactor <= 1):
 		return nil, fmt.Errorf("%w: LoadFactor %v not in (0,1]", ErrInvalidOptions, opts.LoadFactor)
+	}
+	fk, err := kind.Configure(filter.Options{BitsPerKey: opts.BitsPerKey, RemainderBits: opts.RemainderBits, LoadFactor: opts.LoadFactor})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if opts.SeedSource == nil {
 		opts.SeedSource = randomSeed
 	}
-	return &policy{kind: k, name: name, opts: opts, fk: fk}, nil
+	return &policy{kind: KindCode(fk.Code()), name: name, opts: opts, fk: fk}, nil
 }
 
 // NewBloom returns the bloom policy with bitsPerKey bits per key (values
@@ -169,7 +159,7 @@ type policy struct {
 	kind     KindCode
 	name     string
 	opts     Options
-	fk       filter.Kind               // the configured kind, for kinds in filterKinds
+	fk       filter.Kind               // the configured kind
 	lastView atomic.Pointer[viewEntry] // see cachedView
 }
 
@@ -193,29 +183,17 @@ func (p *policy) Kind() string { return p.name }
 func (p *policy) KnownNegatives() bool { return p.kind == KindStacked }
 
 // Adaptive implements Policy.
-func (p *policy) Adaptive() bool {
-	return p.kind == KindTAF || p.kind == KindExAF || p.kind == KindUTAF || p.kind == KindRSQF
-}
+func (p *policy) Adaptive() bool { return p.fk.Adaptive() }
 
-func (p *policy) params() (uint32, uint32) {
-	if p.fk != nil {
-		pp := p.fk.Params()
-		return pp.P1, pp.P2
-	}
-	switch p.kind {
-	case KindBloom:
-		return uint32(p.opts.BitsPerKey), 0
-	case KindFuse:
-		return 8, 0
-	case KindRSQF, KindTAF, KindExAF, KindUTAF:
-		return uint32(p.opts.RemainderBits), uint32(math.Round(p.opts.LoadFactor * 1e6))
-	}
-	return 0, 0
-}
+// FilterKind implements Policy.
+func (p *policy) FilterKind() filter.Kind { return p.fk }
+
+// NewSeed implements Policy.
+func (p *policy) NewSeed() uint64 { return p.opts.SeedSource() }
 
 // NewWriter implements pebble.FilterPolicy. The block has no remote section.
 func (p *policy) NewWriter(ftype pebble.FilterType) pebble.FilterWriter {
-	return p.newBlockWriter(p.opts.SeedSource(), false)
+	return newBlockWriter(p.fk, p.name, p.opts.SeedSource(), false, nil)
 }
 
 // MayContain implements pebble.FilterPolicy. A block that is not a valid
@@ -283,31 +261,29 @@ func DecodeLocal(h Header, local []byte, remote adaptive.Remote) (Filter, error)
 	return f, err
 }
 
-// decodeLocal decodes the local state of a verified block.
+// decodeLocal decodes the local state of a verified block with its kind
+// and the header's parameters.
 func decodeLocal(h Header, local []byte, remote adaptive.Remote) (Filter, error) {
-	switch h.Kind {
-	case KindNone:
-		return noneFilter{}, nil
-	case KindBloom:
-		return openBloom(h, local)
-	case KindFuse:
-		return openFuse(h, local)
-	case KindPrefix:
-		return openPrefix(h, local)
-	case KindRSQF, KindTAF, KindExAF, KindUTAF:
-		return openAdaptive(h, local, remote)
+	kind, ok := KindByCode(h.Kind)
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown kind %d", ErrCorruptBlock, h.Kind)
 	}
-	if kind, ok := filterKinds[h.Kind]; ok {
-		return kind.Decode(filter.Params{P1: h.Param1, P2: h.Param2}, h.Seed, local, remote)
+	f, err := kind.Decode(filter.Params{P1: h.Param1, P2: h.Param2, Keys: h.NumKeys}, h.Seed, local, remote)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorruptBlock, err)
 	}
-	return nil, fmt.Errorf("%w: unknown kind %d", ErrCorruptBlock, h.Kind)
+	if s, ok := f.(interface{ Slots() int }); ok && h.HasRemote && h.RemoteSlots != s.Slots() {
+		return nil, fmt.Errorf("%w: remote has %d slots, filter %d", ErrCorruptBlock, h.RemoteSlots, s.Slots())
+	}
+	return f, nil
 }
 
 // WriterPolicy is the pebble.FilterPolicy our own sstable writer hands to
 // Pebble: same name as the policy, but its blocks carry the remote section
 // (for adaptive kinds) and use a fixed seed. Err reports a failed build.
 type WriterPolicy struct {
-	p    *policy
+	p    Policy
+	kind filter.Kind
 	seed uint64
 	kn   []filter.KnownNegative
 	mu   sync.Mutex
@@ -320,14 +296,21 @@ type WriterPolicy struct {
 // nil: see filter.BuildOptions; kinds that do not build around them ignore
 // them). p must come from this package.
 func ForTable(p Policy, seed uint64, kn []filter.KnownNegative) (*WriterPolicy, error) {
-	pp, ok := p.(*policy)
-	if !ok {
-		return nil, fmt.Errorf("%w: policy %T is not from package filterpolicy", ErrInvalidOptions, p)
+	if p == nil {
+		return nil, fmt.Errorf("%w: nil policy", ErrInvalidOptions)
+	}
+	kind := p.FilterKind()
+	if kind == nil {
+		return nil, fmt.Errorf("%w: policy %s has no filter kind", ErrInvalidOptions, p.Name())
+	}
+	if reg, ok := KindByCode(KindCode(kind.Code())); !ok || reg.Name() != kind.Name() || PebbleName(kind.Name()) != p.Name() {
+		return nil, fmt.Errorf("%w: policy %s writes kind %s (code %d), not a registered kind under its name",
+			ErrInvalidOptions, p.Name(), kind.Name(), kind.Code())
 	}
 	if seed == 0 {
-		seed = pp.opts.SeedSource()
+		seed = p.NewSeed()
 	}
-	return &WriterPolicy{p: pp, seed: seed, kn: kn}, nil
+	return &WriterPolicy{p: p, kind: kind, seed: seed, kn: kn}, nil
 }
 
 // Name implements pebble.FilterPolicy.
@@ -340,9 +323,7 @@ func (w *WriterPolicy) MayContain(ftype pebble.FilterType, block, key []byte) bo
 
 // NewWriter implements pebble.FilterPolicy.
 func (w *WriterPolicy) NewWriter(ftype pebble.FilterType) pebble.FilterWriter {
-	bw := w.p.newBlockWriter(w.seed, true)
-	bw.kn = w.kn
-	bw.b = w.p.newKeyBuilder(w.seed, w.kn)
+	bw := newBlockWriter(w.kind, w.kind.Name(), w.seed, true, w.kn)
 	bw.done = func(h Header, err error) {
 		w.mu.Lock()
 		w.err, w.hdr = err, h
@@ -365,49 +346,30 @@ func (w *WriterPolicy) Header() Header {
 	return w.hdr
 }
 
-// keyBuilder accumulates the distinct keys of one filter.
-type keyBuilder interface {
-	add(key []byte)
-	// finish returns the local state and, for adaptive kinds, the remote.
-	finish() (local []byte, remote []uint64, err error)
-}
-
 // blockWriter implements pebble.FilterWriter. Keys arrive in sorted order,
 // possibly repeated (several versions of one user key): consecutive
 // duplicates are dropped. The key buffer is never retained.
 type blockWriter struct {
-	p          *policy
+	kind       filter.Kind
+	name       string
 	seed       uint64
 	withRemote bool
 	last       []byte
 	hasLast    bool
 	n          uint64
-	b          keyBuilder
+	b          filter.Builder
 	kn         []filter.KnownNegative
 	done       func(Header, error)
 }
 
-func (p *policy) newBlockWriter(seed uint64, withRemote bool) *blockWriter {
-	w := &blockWriter{p: p, seed: seed, withRemote: withRemote}
-	w.b = p.newKeyBuilder(seed, nil)
+func newBlockWriter(kind filter.Kind, name string, seed uint64, withRemote bool, kn []filter.KnownNegative) *blockWriter {
+	w := &blockWriter{kind: kind, name: name, seed: seed, withRemote: withRemote, kn: kn}
+	w.b = w.newBuilder()
 	return w
 }
 
-func (p *policy) newKeyBuilder(seed uint64, kn []filter.KnownNegative) keyBuilder {
-	if p.fk != nil {
-		return kindBuilder{p.fk.NewBuilder(filter.BuildOptions{Seed: seed, KnownNegatives: kn, WithRemote: true})}
-	}
-	switch p.kind {
-	case KindBloom:
-		return newBloomBuilder(seed, p.opts.BitsPerKey)
-	case KindFuse:
-		return newFuseBuilder(seed)
-	case KindPrefix:
-		return newPrefixBuilder(seed)
-	case KindRSQF, KindTAF, KindExAF, KindUTAF:
-		return newAdaptiveBuilder(p.kind, seed, p.opts)
-	}
-	return noneBuilder{}
+func (w *blockWriter) newBuilder() filter.Builder {
+	return w.kind.NewBuilder(filter.BuildOptions{Seed: w.seed, KnownNegatives: w.kn, WithRemote: w.withRemote})
 }
 
 // AddKey implements pebble.FilterWriter.
@@ -418,24 +380,24 @@ func (w *blockWriter) AddKey(key []byte) {
 	w.last = append(w.last[:0], key...)
 	w.hasLast = true
 	w.n++
-	w.b.add(key)
+	w.b.Add(key)
 }
 
 // Finish implements pebble.FilterWriter. A failed build yields a block of
 // kind none (every query "maybe") so Pebble's table stays correct; our
 // sstable writer learns the error through WriterPolicy.Err.
 func (w *blockWriter) Finish(dst []byte) []byte {
-	p1, p2 := w.p.params()
-	h := Header{Kind: w.p.kind, Seed: w.seed, Param1: p1, Param2: p2, NumKeys: w.n}
-	local, remote, err := w.b.finish()
+	pp := w.kind.Params()
+	h := Header{Kind: KindCode(w.kind.Code()), Seed: w.seed, Param1: pp.P1, Param2: pp.P2, NumKeys: w.n}
+	local, remote, err := w.b.Finish()
 	if err != nil {
-		err = fmt.Errorf("%w: %s over %d keys: %w", ErrBuild, w.p.name, w.n, err)
+		err = fmt.Errorf("%w: %s over %d keys: %w", ErrBuild, w.name, w.n, err)
 		h = Header{Kind: KindNone, Seed: w.seed, NumKeys: w.n}
 		local, remote = nil, nil
 	}
 	if !w.withRemote {
 		remote = nil
-	} else if remote == nil && w.p.Adaptive() && err == nil {
+	} else if remote == nil && w.kind.Adaptive() && err == nil {
 		remote = []uint64{}
 	}
 	start := len(dst)
@@ -444,7 +406,7 @@ func (w *blockWriter) Finish(dst []byte) []byte {
 		hh, _ := ParseHeader(dst[start:])
 		w.done(hh, err)
 	}
-	w.b = w.p.newKeyBuilder(w.seed, w.kn)
+	w.b = w.newBuilder()
 	w.hasLast, w.n = false, 0
 	return dst
 }
@@ -522,23 +484,4 @@ func (p *policy) cachedView(block []byte) Filter {
 	}
 	p.lastView.Store(e)
 	return e.f
-}
-
-// noneFilter answers "maybe" for every key.
-type noneFilter struct{}
-
-func (noneFilter) MayContain([]byte) bool { return true }
-func (noneFilter) BitsPerKey() float64    { return 0 }
-func (noneFilter) SizeBytes() int         { return 0 }
-
-type noneBuilder struct{}
-
-func (noneBuilder) add([]byte)                        {}
-func (noneBuilder) finish() ([]byte, []uint64, error) { return nil, nil, nil }
-
-func bitsPerKey(sizeBytes int, n uint64) float64 {
-	if n == 0 {
-		return 0
-	}
-	return float64(sizeBytes) * 8 / float64(n)
 }

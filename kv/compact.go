@@ -149,8 +149,9 @@ func (db *DB) runCompaction(plan *compaction.Plan) error {
 }
 
 // compactionIter reads a compaction input through a private reader (no
-// block cache, no adaptive state), so compactions neither evict hot blocks
-// nor count in the read-path metrics (DataBlockReads).
+// block cache, no adaptive state, no filter: it only iterates), so
+// compactions neither evict hot blocks nor count in the read-path metrics
+// (DataBlockReads), nor decode filters they never query.
 type compactionIter struct {
 	sstable.Iterator
 	r *sstable.Reader
@@ -165,7 +166,7 @@ func (c *compactionIter) Close() error {
 }
 
 func (db *DB) newCompactionIter(fn uint64) (sstable.Iterator, error) {
-	r, err := sstable.Open(db.fs, db.fs.PathJoin(db.dir, tableFileName(fn)), sstable.ReaderOptions{FileNum: fn})
+	r, err := sstable.Open(db.fs, db.fs.PathJoin(db.dir, tableFileName(fn)), sstable.ReaderOptions{FileNum: fn, SkipFilter: true})
 	if err != nil {
 		return nil, fmt.Errorf("kv: open table %s: %w", tableFileName(fn), corruptionErr(err))
 	}

@@ -18,10 +18,10 @@ type Options struct {
 	// unknown name makes Open fail with an error wrapping ErrUnknownPolicy.
 	FilterPolicy string
 	// Filter, when non-nil, overrides FilterPolicy (e.g.
-	// filterpolicy.NewBloom(12)). It must be a policy built by package
-	// filterpolicy (ByName, New, NewBloom...), not a type of its own
-	// wrapping one, which tables cannot be written with: Open rejects it
-	// with an error wrapping ErrInvalidOptions.
+	// filterpolicy.NewBloom(12)). A type of its own works if its
+	// FilterKind is the registered kind its Name says (a wrapper of a
+	// filterpolicy policy, say); otherwise Open rejects it with an error
+	// wrapping ErrInvalidOptions.
 	Filter filterpolicy.Policy
 	// BlockCacheSize is the size in bytes of the block cache shared by all
 	// tables. Default 8 MiB.

@@ -8,6 +8,7 @@ import (
 	iofs "io/fs"
 	"math"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,10 @@ type ReaderOptions struct {
 	// in memory only; SaveState returns an error wrapping
 	// ErrReadOnlyState and Close saves nothing. It requires StatePath.
 	StateReadOnly bool
+	// SkipFilter opens the table without its filter (no filter block read
+	// or decoded; lookups probe the table): for readers that only iterate,
+	// such as compaction inputs.
+	SkipFilter bool
 }
 
 // Metrics are a Reader's counters (monotonic since Open).
@@ -272,10 +277,13 @@ func (r *Reader) loadFilter() error {
 	if layout.TopIndex.Length > 0 {
 		r.readable.indexOffsets[int64(layout.TopIndex.Offset)] = struct{}{}
 	}
+	if r.opts.SkipFilter {
+		return nil
+	}
 	var bh psst.NamedBlockHandle
 	found := false
 	for _, nb := range layout.Filter {
-		if len(nb.Name) > len("fullfilter.adaptkv.") && nb.Name[:len("fullfilter.adaptkv.")] == "fullfilter.adaptkv." {
+		if strings.HasPrefix(nb.Name, filterpolicy.MetaBlockPrefix) {
 			bh, found = nb, true
 			break
 		}
@@ -297,9 +305,7 @@ func (r *Reader) loadFilter() error {
 	// stays on disk: read the header, then header and local state.
 	var block []byte
 	var h filterpolicy.Header
-	switch bh.Name {
-	case filterpolicy.MetaBlockName("bloom"), filterpolicy.MetaBlockName("fuse"),
-		filterpolicy.MetaBlockName("prefix"), filterpolicy.MetaBlockName("none"):
+	if kind, ok := filterpolicy.KindOfMetaBlock(bh.Name); ok && !kind.Adaptive() {
 		block = make([]byte, length)
 		if _, err := r.file.ReadAt(block, off); err != nil {
 			return fmt.Errorf("%w: reading filter block: %w", ErrCorrupt, err)
@@ -308,7 +314,7 @@ func (r *Reader) loadFilter() error {
 			r.filterErr = err
 			return nil
 		}
-	default:
+	} else {
 		var hb [filterpolicy.HeaderSize]byte
 		if _, err := r.file.ReadAt(hb[:], off); err != nil {
 			return fmt.Errorf("%w: reading filter block header: %w", ErrCorrupt, err)

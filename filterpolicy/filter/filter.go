@@ -72,6 +72,10 @@ type Options struct {
 // configurations of one kind apart.
 type Params struct {
 	P1, P2 uint32
+	// Keys is the number of distinct keys the filter was built over, as
+	// the block header records it (Decode reads it; Kind.Params leaves it
+	// zero: a configured kind knows no table).
+	Keys uint64
 }
 
 // BuildOptions are the per-table inputs of a build.
@@ -210,3 +214,12 @@ var errNoRemote = errors.New("no remote representation available")
 
 // ReadSlots implements Remote.
 func (NoRemote) ReadSlots(int, []uint64) error { return errors.Join(ErrRemote, errNoRemote) }
+
+// BitsPerKey is size bytes over n keys in bits per key (0 for no keys), the
+// figure every Filter reports.
+func BitsPerKey(size int, n uint64) float64 {
+	if n == 0 {
+		return 0
+	}
+	return float64(size) * 8 / float64(n)
+}

@@ -1,4 +1,9 @@
-package filterpolicy
+// Package fuse is the binary fuse filter kind: 8-bit fingerprints
+// (github.com/FastFilter/xorfilter) over seeded murmur3 64-bit key hashes,
+// deduplicated before the build. Local state layout: seed u64, segment
+// length u32, segment length mask u32, segment count u32, segment count
+// length u32, then the fingerprints; it is queried in place.
+package fuse
 
 import (
 	"encoding/binary"
@@ -7,32 +12,50 @@ import (
 	"slices"
 
 	"github.com/FastFilter/xorfilter"
+	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 	"github.com/spaolacci/murmur3"
 )
 
-// The fuse kind is a binary fuse filter with 8-bit fingerprints
-// (package xorfilter) over seeded murmur3 64-bit key hashes, deduplicated
-// before the build. Local state layout: seed u64, segment length u32,
-// segment length mask u32, segment count u32, segment count length u32, then
-// the fingerprints; it is queried in place.
-
 const fuseHeader = 24
+
+// Kind is the fuse kind (filter.Kind); it has no options.
+type Kind struct{}
+
+var _ filter.Kind = Kind{}
+
+// Name implements filter.Kind.
+func (Kind) Name() string { return "fuse" }
+
+// Code implements filter.Kind.
+func (Kind) Code() filter.Code { return filter.CodeFuse }
+
+// Adaptive implements filter.Kind.
+func (Kind) Adaptive() bool { return false }
+
+// Configure implements filter.Kind: the fuse kind reads no option.
+func (k Kind) Configure(filter.Options) (filter.Kind, error) { return k, nil }
+
+// Params implements filter.Kind: P1 is the fingerprint width.
+func (Kind) Params() filter.Params { return filter.Params{P1: 8} }
+
+// NewBuilder implements filter.Kind.
+func (Kind) NewBuilder(o filter.BuildOptions) filter.Builder {
+	return &builder{seed: o.Seed, hashes: make([]uint64, 0, o.SizeHint)}
+}
 
 func keyHash64(key []byte, seed uint64) uint64 {
 	h1, _ := murmur3.Sum128WithSeed(key, uint32(seed)^uint32(seed>>32))
 	return h1
 }
 
-type fuseBuilder struct {
+type builder struct {
 	seed   uint64
 	hashes []uint64
 }
 
-func newFuseBuilder(seed uint64) *fuseBuilder { return &fuseBuilder{seed: seed} }
+func (b *builder) Add(key []byte) { b.hashes = append(b.hashes, keyHash64(key, b.seed)) }
 
-func (b *fuseBuilder) add(key []byte) { b.hashes = append(b.hashes, keyHash64(key, b.seed)) }
-
-func (b *fuseBuilder) finish() ([]byte, []uint64, error) {
+func (b *builder) Finish() ([]byte, []uint64, error) {
 	hs := b.hashes
 	b.hashes = nil
 	if len(hs) == 0 {
@@ -61,16 +84,18 @@ type fuseFilter struct {
 	size int
 }
 
-func openFuse(h Header, local []byte) (Filter, error) {
-	f := &fuseFilter{seed: h.Seed, n: h.NumKeys, size: len(local)}
+// Decode implements filter.Kind: the geometry is checked; errors wrap
+// filter.ErrCorrupt.
+func (Kind) Decode(p filter.Params, seed uint64, local []byte, _ filter.Remote) (filter.Filter, error) {
+	f := &fuseFilter{seed: seed, n: p.Keys, size: len(local)}
 	if len(local) == 0 {
-		if h.NumKeys != 0 {
-			return nil, fmt.Errorf("%w: empty fuse filter for %d keys", ErrCorruptBlock, h.NumKeys)
+		if p.Keys != 0 {
+			return nil, fmt.Errorf("%w: empty fuse filter for %d keys", filter.ErrCorrupt, p.Keys)
 		}
 		return f, nil
 	}
 	if len(local) < fuseHeader {
-		return nil, fmt.Errorf("%w: fuse filter of %d bytes", ErrCorruptBlock, len(local))
+		return nil, fmt.Errorf("%w: fuse filter of %d bytes", filter.ErrCorrupt, len(local))
 	}
 	bf := xorfilter.BinaryFuse[uint8]{
 		Seed:               binary.LittleEndian.Uint64(local[0:]),
@@ -84,7 +109,7 @@ func openFuse(h Header, local []byte) (Filter, error) {
 	if sl == 0 || bits.OnesCount32(bf.SegmentLength) != 1 || bf.SegmentLengthMask != bf.SegmentLength-1 ||
 		bf.SegmentCount == 0 || uint64(bf.SegmentCountLength) != uint64(bf.SegmentCount)*sl ||
 		uint64(len(bf.Fingerprints)) != (uint64(bf.SegmentCount)+2)*sl {
-		return nil, fmt.Errorf("%w: fuse filter geometry", ErrCorruptBlock)
+		return nil, fmt.Errorf("%w: fuse filter geometry", filter.ErrCorrupt)
 	}
 	f.bf = bf
 	return f, nil
@@ -97,5 +122,5 @@ func (f *fuseFilter) MayContain(key []byte) bool {
 	return f.bf.Contains(keyHash64(key, f.seed))
 }
 
-func (f *fuseFilter) BitsPerKey() float64 { return bitsPerKey(f.size, f.n) }
+func (f *fuseFilter) BitsPerKey() float64 { return filter.BitsPerKey(f.size, f.n) }
 func (f *fuseFilter) SizeBytes() int      { return f.size }
