@@ -20,6 +20,9 @@ var expectedFPR = map[string]float64{
 	"rsqf": 1.0 / 256, "utaf": 1.0 / 256, "taf": 1.0 / 256, "exaf": 1.0 / 256,
 	// stacked with no known negatives: one Bloom layer at 12 bits/key.
 	"stacked": 0.00317,
+	// adaptive cuckoo filters, 11-bit slots at 95% load: k*b comparisons
+	// against 2^w-1 fingerprint values (w = 11, 10 for cyclic's selector).
+	"acf": 4 * 0.95 / 2047, "acf-cyclic": 4 * 0.95 / 1023, "acf-swap": 8 * 0.95 / 2047,
 }
 
 func fprBound(p float64, n int) float64 { return p + 4*math.Sqrt(p*(1-p)/float64(n)) }
@@ -58,13 +61,13 @@ func buildBlock(p pebble.FilterPolicy, n int) []byte {
 }
 
 func TestRegistry(t *testing.T) {
-	require.Equal(t, []string{"bloom", "exaf", "fuse", "none", "prefix", "rsqf", "stacked", "taf", "utaf"}, Names())
+	require.Equal(t, []string{"acf", "acf-cyclic", "acf-swap", "bloom", "exaf", "fuse", "none", "prefix", "rsqf", "stacked", "taf", "utaf"}, Names())
 	for _, name := range Names() {
 		p, err := ByName(name)
 		require.NoError(t, err)
 		require.Equal(t, name, p.Kind())
 		require.Equal(t, "adaptkv."+name, p.Name())
-		require.Equal(t, name == "taf" || name == "exaf" || name == "utaf" || name == "rsqf", p.Adaptive())
+		require.Equal(t, name == "taf" || name == "exaf" || name == "utaf" || name == "rsqf" || strings.HasPrefix(name, "acf"), p.Adaptive())
 	}
 	_, err := ByName("cuckoo")
 	require.ErrorIs(t, err, ErrUnknownPolicy)

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/adaptkv/adaptkv/adaptive"
+	"github.com/adaptkv/adaptkv/adaptive/acf"
 	"github.com/adaptkv/adaptkv/filterpolicy/bloom"
 	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 	"github.com/adaptkv/adaptkv/filterpolicy/fuse"
@@ -26,6 +27,9 @@ var kinds = []filter.Kind{
 	adaptive.ExAFKind,
 	adaptive.UTAFKind,
 	stacked.Kind{},
+	acf.CuckooingKind,
+	acf.CyclicKind,
+	acf.SwappingKind,
 }
 
 // KindByName returns the registered kind named name (unconfigured).

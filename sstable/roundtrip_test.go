@@ -3,6 +3,7 @@ package sstable
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/adaptkv/adaptkv/filterpolicy"
@@ -21,6 +22,9 @@ var expectedFPR = map[string]float64{
 	"rsqf": 1.0 / 256, "utaf": 1.0 / 256, "taf": 1.0 / 256, "exaf": 1.0 / 256,
 	// stacked with no known negatives: one Bloom layer at 12 bits/key.
 	"stacked": 0.00317,
+	// adaptive cuckoo filters, 11-bit slots at 95% load: k*b comparisons
+	// against 2^w-1 fingerprint values (w = 11, 10 for cyclic's selector).
+	"acf": 4 * 0.95 / 2047, "acf-cyclic": 4 * 0.95 / 1023, "acf-swap": 8 * 0.95 / 2047,
 }
 
 // fprBound is p plus 4 binomial standard deviations over n trials.
@@ -91,7 +95,7 @@ func testRoundTrip(t *testing.T, name string) {
 	}
 	checkAllStored(t, r, n)
 
-	adaptive := name == "taf" || name == "exaf" || name == "utaf"
+	adaptive := name == "taf" || name == "exaf" || name == "utaf" || strings.HasPrefix(name, "acf")
 	if !adaptive {
 		require.Zero(t, m.Adaptations)
 		require.NoError(t, r.Close())
@@ -122,6 +126,14 @@ func testRoundTrip(t *testing.T, name string) {
 	if m.Rebuilds > 0 {
 		minFixed = 0.9
 	}
+	if strings.HasPrefix(name, "acf") {
+		// An adaptive cuckoo filter's fix moves or re-fingerprints stored
+		// elements, which may make an earlier fixed key collide again (ACF
+		// paper, section 2.2, "Fixing false positives"); the Cuckooing
+		// ACF's fixes move tens of elements each at 95% load (measured:
+		// 88% still fixed, cyclic 98%, swapping 99%).
+		minFixed = 0.85
+	}
 	requireFixed(t, r, fps, minFixed) // (adapts the few still unfixed)
 	answers = filterAnswers(r, fps)
 	require.NoError(t, r.Close())
@@ -149,7 +161,11 @@ func testRoundTrip(t *testing.T, name string) {
 			maybes++
 		}
 	}
-	require.GreaterOrEqual(t, float64(maybes), 0.9*float64(len(fps)), "pristine filter must repeat its false positives")
+	repeat := 0.9
+	if strings.HasPrefix(name, "acf") {
+		repeat = 0.7 // the Cuckooing ACF's moves make many new ones (measured 78%)
+	}
+	require.GreaterOrEqual(t, float64(maybes), repeat*float64(len(fps)), "pristine filter must repeat its false positives")
 	require.NoError(t, r.Close())
 }
 
