@@ -30,6 +30,9 @@ func (f *qf) Adapt(key []byte) error {
 func (f *qf) adaptHash(h1, h2 uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.kind == KindCAF {
+		return f.adaptCAF(h1, h2)
+	}
 	q := quotient(h1, f.nq)
 	start, end, ok, bad := f.findRun(q)
 	if bad {

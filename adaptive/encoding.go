@@ -205,6 +205,10 @@ func (f *qf) validateCode(b int) error {
 		if c, ok := encodeSelectors(&sels); !ok || c != code {
 			return corrupt("block %d: non-canonical selector code", b)
 		}
+	case KindCAF:
+		if code>>cafUsedBits != 0 {
+			return corrupt("block %d: cache code uses bits above %d", b, cafUsedBits)
+		}
 	case KindExAF:
 		var lens [64]uint8
 		var pats [64]uint32

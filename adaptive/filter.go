@@ -335,7 +335,7 @@ func (f *qf) query(h1, h2 uint64) bool {
 	want := h2 & f.remMask
 	for s := end; s >= start; s-- {
 		if f.remAt(s) == want {
-			return true
+			return f.kind != KindCAF || !f.cafCached(q, h2)
 		}
 	}
 	return false

@@ -17,10 +17,11 @@ var (
 	UTAFKind = FilterKind{variant: KindUTAF, code: filter.CodeUTAF}
 	TAFKind  = FilterKind{variant: KindTAF, code: filter.CodeTAF}
 	ExAFKind = FilterKind{variant: KindExAF, code: filter.CodeExAF}
+	CAFKind  = FilterKind{variant: KindCAF, code: filter.CodeCAF}
 )
 
 // FilterKind is one variant as a filter kind; use RSQFKind, UTAFKind,
-// TAFKind or ExAFKind.
+// TAFKind, ExAFKind or CAFKind.
 type FilterKind struct {
 	variant       Kind
 	code          filter.Code

@@ -22,6 +22,9 @@ const (
 	KindTAF
 	// KindExAF is the extension adaptive filter (broom filter).
 	KindExAF
+	// KindCAF is the cache-augmented filter: a static RSQF whose blocks
+	// cache recent false positives in the code word (see caf.go).
+	KindCAF
 )
 
 // String returns the registry-style name of the kind.
@@ -35,11 +38,13 @@ func (k Kind) String() string {
 		return "taf"
 	case KindExAF:
 		return "exaf"
+	case KindCAF:
+		return "caf"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-func (k Kind) valid() bool { return k >= KindRSQF && k <= KindExAF }
+func (k Kind) valid() bool { return k >= KindRSQF && k <= KindCAF }
 
 // Default parameters.
 const (

@@ -76,6 +76,8 @@ func (f *qf) verify() error {
 				switch f.kind {
 				case KindRSQF:
 					good = tail&f.remMask == rem
+				case KindCAF:
+					good = tail&f.remMask == rem && !f.cafCached(uint64(q), tail)
 				case KindTAF, KindUTAF:
 					good = f.chunk(tail, sels[i]) == rem
 				case KindExAF:

@@ -23,6 +23,7 @@ var expectedFPR = map[string]float64{
 	// adaptive cuckoo filters, 11-bit slots at 95% load: k*b comparisons
 	// against 2^w-1 fingerprint values (w = 11, 10 for cyclic's selector).
 	"acf": 4 * 0.95 / 2047, "acf-cyclic": 4 * 0.95 / 1023, "acf-swap": 8 * 0.95 / 2047,
+	"caf": 1.0 / 256,
 }
 
 func fprBound(p float64, n int) float64 { return p + 4*math.Sqrt(p*(1-p)/float64(n)) }
@@ -61,17 +62,17 @@ func buildBlock(p pebble.FilterPolicy, n int) []byte {
 }
 
 func TestRegistry(t *testing.T) {
-	require.Equal(t, []string{"acf", "acf-cyclic", "acf-swap", "bloom", "exaf", "fuse", "none", "prefix", "rsqf", "stacked", "taf", "utaf"}, Names())
+	require.Equal(t, []string{"acf", "acf-cyclic", "acf-swap", "bloom", "caf", "exaf", "fuse", "none", "prefix", "rsqf", "stacked", "taf", "utaf"}, Names())
 	for _, name := range Names() {
 		p, err := ByName(name)
 		require.NoError(t, err)
 		require.Equal(t, name, p.Kind())
 		require.Equal(t, "adaptkv."+name, p.Name())
-		require.Equal(t, name == "taf" || name == "exaf" || name == "utaf" || name == "rsqf" || strings.HasPrefix(name, "acf"), p.Adaptive())
+		require.Equal(t, name == "taf" || name == "exaf" || name == "utaf" || name == "rsqf" || name == "caf" || strings.HasPrefix(name, "acf"), p.Adaptive())
 	}
 	_, err := ByName("cuckoo")
 	require.ErrorIs(t, err, ErrUnknownPolicy)
-	require.Contains(t, err.Error(), "bloom, exaf, fuse")
+	require.Contains(t, err.Error(), "bloom, caf, exaf, fuse")
 	for _, o := range []Options{{BitsPerKey: -1}, {BitsPerKey: 65}, {RemainderBits: 3}, {RemainderBits: 17}, {LoadFactor: 1.5}, {LoadFactor: math.NaN()}} {
 		_, err := New("bloom", o)
 		require.ErrorIs(t, err, ErrInvalidOptions, "%+v", o)

@@ -26,6 +26,7 @@ var kinds = []filter.Kind{
 	adaptive.TAFKind,
 	adaptive.ExAFKind,
 	adaptive.UTAFKind,
+	adaptive.CAFKind,
 	stacked.Kind{},
 	acf.CuckooingKind,
 	acf.CyclicKind,

@@ -25,6 +25,7 @@ var expectedFPR = map[string]float64{
 	// adaptive cuckoo filters, 11-bit slots at 95% load: k*b comparisons
 	// against 2^w-1 fingerprint values (w = 11, 10 for cyclic's selector).
 	"acf": 4 * 0.95 / 2047, "acf-cyclic": 4 * 0.95 / 1023, "acf-swap": 8 * 0.95 / 2047,
+	"caf": 1.0 / 256,
 }
 
 // fprBound is p plus 4 binomial standard deviations over n trials.
@@ -95,7 +96,7 @@ func testRoundTrip(t *testing.T, name string) {
 	}
 	checkAllStored(t, r, n)
 
-	adaptive := name == "taf" || name == "exaf" || name == "utaf" || strings.HasPrefix(name, "acf")
+	adaptive := name == "taf" || name == "exaf" || name == "utaf" || name == "caf" || strings.HasPrefix(name, "acf")
 	if !adaptive {
 		require.Zero(t, m.Adaptations)
 		require.NoError(t, r.Close())
@@ -109,10 +110,17 @@ func testRoundTrip(t *testing.T, name string) {
 	// about 2^-r, so the unfixed share is held to that rate plus 4 binomial
 	// sigma; at the default size this is below the 1% the design promises.
 	unfixed := len(fps) - fixedAtOnce
-	require.LessOrEqual(t, float64(unfixed), fprBound(1.0/256, len(fps))*float64(len(fps)),
+	unfixedRate, minAtOnce := 1.0/256, 0.99
+	if name == "caf" {
+		// The cache refuses a false positive whose home run holds a stored
+		// key with the same 6 cache bits (about run length / 64: measured
+		// 3%), which then stays a false positive.
+		unfixedRate, minAtOnce = 0.05, 0.95
+	}
+	require.LessOrEqual(t, float64(unfixed), fprBound(unfixedRate, len(fps))*float64(len(fps)),
 		"%d of %d fixed right after adaptation", fixedAtOnce, len(fps))
 	if !testing.Short() {
-		require.GreaterOrEqual(t, float64(fixedAtOnce), 0.99*float64(len(fps)), "%d of %d fixed right after adaptation", fixedAtOnce, len(fps))
+		require.GreaterOrEqual(t, float64(fixedAtOnce), minAtOnce*float64(len(fps)), "%d of %d fixed right after adaptation", fixedAtOnce, len(fps))
 	}
 	// Later adaptations may undo earlier fixes: a block rebuild (exAF's
 	// extension code overflowing, TAF's selector code) forgets the block's
@@ -125,6 +133,12 @@ func testRoundTrip(t *testing.T, name string) {
 	minFixed := 1 - fprBound(1.0/256, len(fps)) // >= 0.99 at the default size
 	if m.Rebuilds > 0 {
 		minFixed = 0.9
+	}
+	if name == "caf" {
+		// A cache, not a fix: refused entries, and blocks with more than
+		// four false positives evict the oldest (FIFO), so re-asking the
+		// set churns the fullest caches (measured: 92% then 79%).
+		minFixed = 0.7
 	}
 	if strings.HasPrefix(name, "acf") {
 		// An adaptive cuckoo filter's fix moves or re-fingerprints stored
