@@ -22,10 +22,13 @@
 //   - KindExAF: the broom filter (appendix C.4): a false positive extends the
 //     colliding fingerprint with the shortest run of further tail bits that
 //     separates it from the query; extensions live in a 56-bit code.
+//   - KindCAF: the cache-augmented filter (the broom filter paper's "adapt
+//     or cache?"): the RSQF with a FIFO cache of recent false positives in
+//     each block's code word (caf.go).
 //
 // Space (local state only): 3 + r words of 64 bits per 64 slots, that is
 // (r + 3) / alpha bits per key, 11.58 at r = 8 and alpha = 0.95 for RSQF,
-// TAF and exAF alike; the uTAF adds 8 bits per slot. The RSQF baseline keeps
+// TAF, exAF and CAF alike; the uTAF adds 8 bits per slot. The RSQF baseline keeps
 // the (unused) code word so all kinds share one layout.
 //
 // Adapt checks every tail it reads against the local state (the tail's
@@ -37,4 +40,8 @@
 // and written with sync/atomic, and a per-filter sequence counter lets a
 // reader detect (and retry after) an adaptation that overlapped its read, so
 // it never acts on a half-updated block. Adaptations are serialized per filter.
+//
+// Each kind is also a filter.Kind (kind.go: RSQFKind, TAFKind, ExAFKind,
+// UTAFKind, CAFKind), registered in package filterpolicy; the adaptive
+// cuckoo filters are in subpackage acf. See docs/ARCHITECTURE.md.
 package adaptive

@@ -219,14 +219,42 @@ func (f *Filter) MayContain(key []byte) bool {
 	return true
 }
 
-// lookup returns the first slot whose value matches h, or -1.
+// lookup returns the first slot whose value matches h, or -1. The
+// values h may take (one per slot index for Swapping, per selector for
+// Cyclic) are computed once per query.
 func (p params) lookup(st *state, h uint64) int {
+	var want [8]uint64
+	nv := 1
+	switch p.variant {
+	case Swapping:
+		nv = p.b
+	case Cyclic:
+		nv = 1 << p.s
+	}
+	for v := range nv {
+		want[v] = p.value(h, v, v)
+	}
 	for t := range p.k {
 		bin := p.loc(st.salt, h, t)
 		for j := range p.b {
 			i := p.slot(t, bin, j)
-			if p.matches(p.get(st.words, i), h, j) {
-				return i
+			v := p.get(st.words, i)
+			if v == 0 {
+				continue
+			}
+			switch p.variant {
+			case Swapping:
+				if v == want[j] {
+					return i
+				}
+			case Cyclic:
+				if v == want[v>>(p.f-p.s)] {
+					return i
+				}
+			default:
+				if v == want[0] {
+					return i
+				}
 			}
 		}
 	}
