@@ -227,6 +227,17 @@ func (db *DB) recover() error {
 	for _, n := range names {
 		present[n] = true
 	}
+	// A damaged last manifest record is a torn write only if nothing acted
+	// on it: an edit is acted on once durable (a flush's edit deletes the
+	// WAL it replaced, a compaction's deletes its inputs), so the state
+	// before it must still be whole on disk: the WAL it names (rotation
+	// creates a WAL before any edit names it) and its tables (checked
+	// below). Otherwise the record was written and lost later: the data it
+	// carried is gone, which is corruption, not a crash.
+	if st.torn >= 0 && st.logNum != 0 && !present[walFileName(st.logNum)] {
+		return fmt.Errorf("%w: the last record of %s (offset %d) is damaged and the state before it is not on disk (WAL %s is gone): an acknowledged edit was lost",
+			ErrCorruption, manifestFileName(st.manifestNum), st.torn, walFileName(st.logNum))
+	}
 	for lvl, ts := range st.levels {
 		for _, t := range ts {
 			if !present[tableFileName(t.FileNum)] {

@@ -66,6 +66,10 @@
 // before it and drops the rest (the recovered data is flushed to a table,
 // a new manifest written, and only then a new WAL created and the old one
 // deleted, so a failed or interrupted recovery can be retried).
+// A bad last manifest record is a torn write only when nothing acted on it:
+// the state before it must still be on disk (the WAL it names, its tables),
+// since a durable edit deletes the WAL or tables it replaces; otherwise it
+// is an acknowledged edit lost, reported as ErrCorruption.
 // Any other bad record, a bad record in an older WAL (those are fsynced whole
 // before the next one starts), a malformed batch, a bad manifest record
 // followed by valid ones, a missing table or a table that fails its

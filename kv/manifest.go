@@ -374,11 +374,16 @@ type manifestState struct {
 	logNum      uint64
 	nextFileNum uint64
 	lastSeq     uint64
+	// torn is the offset of a damaged or truncated last record that was
+	// dropped (-1: none). Recovery accepts it as a torn write only if the
+	// state before it is whole on disk (see recover).
+	torn int64
 }
 
-// readManifest loads the state named by CURRENT. A torn last record (a crash
-// while an edit was being written, so never acknowledged) is tolerated; a bad
-// record followed by valid ones is corruption.
+// readManifest loads the state named by CURRENT. A damaged last record is
+// dropped and reported in torn (a crash while an edit was being written
+// leaves one, never acknowledged); a bad record followed by valid ones is
+// corruption.
 func readManifest(fs vfs.FS, dir string) (*manifestState, error) {
 	cur, err := readFile(fs, fs.PathJoin(dir, currentFileName))
 	if err != nil {
@@ -394,7 +399,7 @@ func readManifest(fs vfs.FS, dir string) (*manifestState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: CURRENT names %s: %v", ErrCorruption, name, err)
 	}
-	st := &manifestState{manifestNum: num}
+	st := &manifestState{manifestNum: num, torn: -1}
 	nrec := 0
 	err = readLog(data, func(rec []byte) error {
 		e, err := decodeEdit(rec)
@@ -417,6 +422,7 @@ func readManifest(fs vfs.FS, dir string) (*manifestState, error) {
 		if laterSyncedRecord(data, off, false) {
 			return fmt.Errorf("%w: manifest %s: bad record at offset %d: %v", ErrCorruption, name, off, cause)
 		}
+		st.torn = off
 		return nil
 	})
 	if err != nil {
