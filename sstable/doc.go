@@ -9,9 +9,13 @@
 // a point lookup reads just the chunks the adaptation needs, with
 // positioned reads on the table file.
 //
-// A Reader's Get consults the in-memory filter first, does Pebble's point
-// lookup (a pooled iterator's SeekGE) on "maybe", and when no version of the
-// key is in the table, tells the filter to adapt (a failed adaptation is
+// A Reader is Pebble's reader plus the table's filter piece (tableFilter in
+// filterreader.go, the model is LevelDB's FilterBlockReader: finding and
+// decoding the filter block, adapting, the adaptive state file); a Reader
+// opened with SkipFilter (compaction inputs) has none. Its Get consults the
+// in-memory filter first, does Pebble's point lookup (an iterator's SeekGE)
+// on "maybe", and when no version of the key is in the table, tells the
+// filter to adapt (a failed adaptation is
 // counted, never fails the Get). Every step is counted (Metrics); block
 // reads are counted where Pebble's reader reads the file, so with a block
 // cache they are cache misses. The adaptive filter's state survives restarts in a state file

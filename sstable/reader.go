@@ -8,14 +8,10 @@ import (
 	iofs "io/fs"
 	"math"
 	"runtime"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
-	"github.com/adaptkv/adaptkv/adaptive"
-	"github.com/adaptkv/adaptkv/filterpolicy"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage"
 	psst "github.com/cockroachdb/pebble/v2/sstable"
@@ -96,15 +92,11 @@ type Reader struct {
 	cacheH   interface{ Close() }
 	evict    func()
 
-	filter    filterpolicy.Filter         // nil: no filter
-	adaptive  filterpolicy.AdaptiveFilter // nil: static or no filter
-	hdr       filterpolicy.Header
-	remote    *filterpolicy.BlockRemote
-	filterErr error
-	stateErr  error
-	filterOff int64 // filter block position in the file (tests)
-	filterLen int64
 	tableSize uint64
+
+	// The filter and its adaptation (filterreader.go); its fields and
+	// methods (Filter, FilterError, StateError...) are the Reader's.
+	tableFilter
 
 	// closed is set once by Close, read by every lookup: it sits with the
 	// read-only fields, away from the words written below.
@@ -114,14 +106,6 @@ type Reader struct {
 
 	_         [cacheLine]byte // keep the written words off the lines above
 	probeErrs atomic.Uint64   // lookups that failed after the filter said "maybe"
-
-	adaptations    atomic.Uint64
-	preAdaptations atomic.Uint64 // see PreAdapt
-	preAdaptChecks atomic.Uint64
-	adaptErrors    atomic.Uint64
-	lastAdaptErr   atomic.Pointer[error]
-	savedAdapt     atomic.Uint64
-	saveMu         sync.Mutex
 }
 
 // cacheLine is the padding unit that keeps words written by different
@@ -280,112 +264,10 @@ func (r *Reader) loadFilter() error {
 	if r.opts.SkipFilter {
 		return nil
 	}
-	var bh psst.NamedBlockHandle
-	found := false
-	for _, nb := range layout.Filter {
-		if strings.HasPrefix(nb.Name, filterpolicy.MetaBlockPrefix) {
-			bh, found = nb, true
-			break
-		}
-	}
-	if !found {
-		return nil
-	}
-	off, length := int64(bh.Handle.Offset), int64(bh.Handle.Length)
-	r.filterOff, r.filterLen = off, length
-	if length == 0 {
-		return nil // Pebble writes an empty filter block for a table without keys
-	}
-	if length < filterpolicy.HeaderSize || off < 0 || off+length > int64(r.tableSize) {
-		r.filterErr = fmt.Errorf("%w: filter block handle %d+%d out of range", filterpolicy.ErrCorruptBlock, off, length)
-		return nil
-	}
-	// A static policy's block is header and local state only: one read of
-	// the whole block. An adaptive one also holds the remote section, which
-	// stays on disk: read the header, then header and local state.
-	var block []byte
-	var h filterpolicy.Header
-	if kind, ok := filterpolicy.KindOfMetaBlock(bh.Name); ok && !kind.Adaptive() {
-		block = make([]byte, length)
-		if _, err := r.file.ReadAt(block, off); err != nil {
-			return fmt.Errorf("%w: reading filter block: %w", ErrCorrupt, err)
-		}
-		if h, err = filterpolicy.ParseHeader(block); err != nil {
-			r.filterErr = err
-			return nil
-		}
-	} else {
-		var hb [filterpolicy.HeaderSize]byte
-		if _, err := r.file.ReadAt(hb[:], off); err != nil {
-			return fmt.Errorf("%w: reading filter block header: %w", ErrCorrupt, err)
-		}
-		if h, err = filterpolicy.ParseHeader(hb[:]); err != nil {
-			r.filterErr = err
-			return nil
-		}
-	}
-	want := int64(h.LocalEnd())
-	if h.HasRemote {
-		want += int64(h.RemoteSize())
-	}
-	if want != length {
-		r.filterErr = fmt.Errorf("%w: filter block length %d, header describes %d", filterpolicy.ErrCorruptBlock, length, want)
-		return nil
-	}
-	if block == nil {
-		block = make([]byte, h.LocalEnd())
-		if _, err := r.file.ReadAt(block, off); err != nil {
-			return fmt.Errorf("%w: reading filter block: %w", ErrCorrupt, err)
-		}
-	}
-	block = block[:h.LocalEnd()]
-	if h.HasRemote {
-		r.remote = filterpolicy.NewBlockRemote(r.file, off, h)
-	}
-	var rem adaptive.Remote
-	if r.remote != nil {
-		rem = r.remote
-	}
-	f, hdr, err := filterpolicy.OpenBlock(block, rem)
-	if err != nil {
-		r.filterErr = err
-		return nil
-	}
-	r.filter, r.hdr = f, hdr
-	if af, ok := f.(filterpolicy.AdaptiveFilter); ok {
-		r.adaptive = af
-		r.loadState()
-	}
-	return nil
+	r.tableFilter = tableFilter{fs: r.fs, path: r.path, statePath: r.opts.StatePath,
+		stateReadOnly: r.opts.StateReadOnly, tableSize: r.tableSize}
+	return r.tableFilter.load(r.file, layout.Filter)
 }
-
-// FilterError reports why the table's filter block could not be used (nil
-// when it was loaded or the table has none).
-func (r *Reader) FilterError() error { return r.filterErr }
-
-// StateError reports why no saved adaptive state was loaded at Open (nil
-// when it was, or when the filter is not adaptive or StatePath is empty).
-// It wraps ErrNoState or ErrStateCorrupt.
-func (r *Reader) StateError() error { return r.stateErr }
-
-// LastAdaptError returns the last error an adaptation returned.
-func (r *Reader) LastAdaptError() error {
-	if p := r.lastAdaptErr.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// FilterKind is the registry name of the table's filter ("" for none).
-func (r *Reader) FilterKind() string {
-	if r.filter == nil {
-		return ""
-	}
-	return r.hdr.Kind.String()
-}
-
-// Filter returns the in-memory filter (nil if the table has none).
-func (r *Reader) Filter() filterpolicy.Filter { return r.filter }
 
 // Get returns the newest version of key. A tombstone gives found=false.
 // The value is a copy owned by the caller.
@@ -454,14 +336,7 @@ func (r *Reader) GetInternal(userKey []byte, seq uint64) (value []byte, kind Kin
 		return value, kind, found, nil
 	}
 	sh.fpProbes.Add(1)
-	if r.adaptive != nil {
-		if aerr := r.adaptive.Adapt(userKey); aerr != nil {
-			r.adaptErrors.Add(1)
-			r.lastAdaptErr.Store(&aerr)
-		} else {
-			r.adaptations.Add(1)
-		}
-	}
+	r.falsePositive(userKey)
 	return nil, 0, false, nil
 }
 
@@ -483,10 +358,6 @@ func (r *Reader) Metrics() Metrics {
 	m := Metrics{
 		DataBlockReads:  r.readable.dataReads.Load(),
 		IndexBlockReads: r.readable.indexReads.Load(),
-		Adaptations:     r.adaptations.Load(),
-		AdaptErrors:     r.adaptErrors.Load(),
-		PreAdaptations:  r.preAdaptations.Load(),
-		PreAdaptChecks:  r.preAdaptChecks.Load(),
 	}
 	for i := range r.shards {
 		s := &r.shards[i]
@@ -498,15 +369,8 @@ func (r *Reader) Metrics() Metrics {
 		// Every lookup past the closed check asks the filter, then either
 		// stops or probes the table (a true or false positive, or an error).
 		m.FilterChecks = m.FilterNegatives + m.FalsePositiveProbes + m.TruePositiveProbes + r.probeErrs.Load()
-		m.FilterBytes = uint64(r.filter.SizeBytes())
-		m.FilterKeys = r.hdr.NumKeys
 	}
-	if r.adaptive != nil {
-		m.Rebuilds = r.adaptive.Stats().Rebuilds
-	}
-	if r.remote != nil {
-		m.RemoteReads = r.remote.Reads()
-	}
+	r.tableFilter.metrics(&m)
 	return m
 }
 

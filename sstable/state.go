@@ -33,21 +33,21 @@ var stateMagic = [4]byte{'a', 'k', 'v', 's'}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-func (r *Reader) encodeState(payload []byte) []byte {
+func (t *tableFilter) encodeState(payload []byte) []byte {
 	b := make([]byte, stateHeaderSize, stateHeaderSize+len(payload)+4)
 	copy(b, stateMagic[:])
 	b[4] = stateVersion
-	b[5] = byte(r.hdr.Kind)
-	binary.LittleEndian.PutUint64(b[8:], r.hdr.Seed)
-	binary.LittleEndian.PutUint32(b[16:], r.hdr.Checksum)
-	binary.LittleEndian.PutUint64(b[20:], r.tableSize)
+	b[5] = byte(t.hdr.Kind)
+	binary.LittleEndian.PutUint64(b[8:], t.hdr.Seed)
+	binary.LittleEndian.PutUint32(b[16:], t.hdr.Checksum)
+	binary.LittleEndian.PutUint64(b[20:], t.tableSize)
 	binary.LittleEndian.PutUint32(b[28:], uint32(len(payload)))
 	b = append(b, payload...)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
 // decodeState validates a state file against this table and returns its payload.
-func (r *Reader) decodeState(b []byte) ([]byte, error) {
+func (t *tableFilter) decodeState(b []byte) ([]byte, error) {
 	if len(b) < stateHeaderSize+4 {
 		return nil, fmt.Errorf("state file of %d bytes is truncated", len(b))
 	}
@@ -61,8 +61,8 @@ func (r *Reader) decodeState(b []byte) ([]byte, error) {
 	if b[4] != stateVersion {
 		return nil, fmt.Errorf("state file version %d not supported", b[4])
 	}
-	if filterpolicy.KindCode(b[5]) != r.hdr.Kind || binary.LittleEndian.Uint64(b[8:]) != r.hdr.Seed ||
-		binary.LittleEndian.Uint32(b[16:]) != r.hdr.Checksum || binary.LittleEndian.Uint64(b[20:]) != r.tableSize {
+	if filterpolicy.KindCode(b[5]) != t.hdr.Kind || binary.LittleEndian.Uint64(b[8:]) != t.hdr.Seed ||
+		binary.LittleEndian.Uint32(b[16:]) != t.hdr.Checksum || binary.LittleEndian.Uint64(b[20:]) != t.tableSize {
 		return nil, fmt.Errorf("state file belongs to another table")
 	}
 	n := int(binary.LittleEndian.Uint32(b[28:]))
@@ -74,50 +74,50 @@ func (r *Reader) decodeState(b []byte) ([]byte, error) {
 
 // loadState replaces the pristine adaptive filter by the saved one, if a
 // valid state file for this table exists.
-func (r *Reader) loadState() {
-	if r.opts.StatePath == "" {
+func (t *tableFilter) loadState() {
+	if t.statePath == "" {
 		return
 	}
-	f, err := r.fs.Open(r.opts.StatePath)
+	f, err := t.fs.Open(t.statePath)
 	if err != nil {
-		r.stateErr = fmt.Errorf("%w: %w", ErrNoState, err)
+		t.stateErr = fmt.Errorf("%w: %w", ErrNoState, err)
 		return
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		r.stateErr = fmt.Errorf("%w: %w", ErrStateCorrupt, err)
+		t.stateErr = fmt.Errorf("%w: %w", ErrStateCorrupt, err)
 		return
 	}
 	if st.Size() > maxStateSize {
-		r.stateErr = fmt.Errorf("%w: state file of %d bytes", ErrStateCorrupt, st.Size())
+		t.stateErr = fmt.Errorf("%w: state file of %d bytes", ErrStateCorrupt, st.Size())
 		return
 	}
 	b := make([]byte, st.Size())
 	if _, err := io.ReadFull(f, b); err != nil {
-		r.stateErr = fmt.Errorf("%w: %w", ErrStateCorrupt, err)
+		t.stateErr = fmt.Errorf("%w: %w", ErrStateCorrupt, err)
 		return
 	}
-	payload, err := r.decodeState(b)
+	payload, err := t.decodeState(b)
 	if err != nil {
-		r.stateErr = fmt.Errorf("%w: %s: %w", ErrStateCorrupt, r.opts.StatePath, err)
+		t.stateErr = fmt.Errorf("%w: %s: %w", ErrStateCorrupt, t.statePath, err)
 		return
 	}
 	var rem adaptive.Remote
-	if r.remote != nil {
-		rem = r.remote
+	if t.remote != nil {
+		rem = t.remote
 	}
-	f2, err := filterpolicy.DecodeLocal(r.hdr, payload, rem)
+	f2, err := filterpolicy.DecodeLocal(t.hdr, payload, rem)
 	if err != nil {
-		r.stateErr = fmt.Errorf("%w: %s: %w", ErrStateCorrupt, r.opts.StatePath, err)
+		t.stateErr = fmt.Errorf("%w: %s: %w", ErrStateCorrupt, t.statePath, err)
 		return
 	}
 	af, ok := f2.(filterpolicy.AdaptiveFilter)
 	if !ok {
-		r.stateErr = fmt.Errorf("%w: state decodes to a static filter", ErrStateCorrupt)
+		t.stateErr = fmt.Errorf("%w: state decodes to a static filter", ErrStateCorrupt)
 		return
 	}
-	r.filter, r.adaptive = af, af
+	t.filter, t.adaptive = af, af
 }
 
 // SaveState atomically persists the adaptive filter's state to StatePath
@@ -138,24 +138,24 @@ func (r *Reader) SaveState() error {
 }
 
 // saveState writes the state unless unchanged; saves are serialized.
-func (r *Reader) saveState() error {
-	if r.adaptive == nil || r.opts.StatePath == "" || r.opts.StateReadOnly {
+func (t *tableFilter) saveState() error {
+	if t.adaptive == nil || t.statePath == "" || t.stateReadOnly {
 		return nil
 	}
-	r.saveMu.Lock()
-	defer r.saveMu.Unlock()
-	n := r.adaptations.Load() + r.preAdaptations.Load()
-	if n == r.savedAdapt.Load() {
+	t.saveMu.Lock()
+	defer t.saveMu.Unlock()
+	n := t.adaptations.Load() + t.preAdaptations.Load()
+	if n == t.savedAdapt.Load() {
 		return nil
 	}
-	payload, err := r.adaptive.MarshalBinary()
+	payload, err := t.adaptive.MarshalBinary()
 	if err != nil {
 		return fmt.Errorf("sstable: encoding adaptive state: %w", err)
 	}
-	if err := writeFileAtomic(r.fs, r.opts.StatePath, r.encodeState(payload)); err != nil {
+	if err := writeFileAtomic(t.fs, t.statePath, t.encodeState(payload)); err != nil {
 		return err
 	}
-	r.savedAdapt.Store(n)
+	t.savedAdapt.Store(n)
 	return nil
 }
 

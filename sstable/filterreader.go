@@ -1,0 +1,193 @@
+package sstable
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/adaptkv/adaptkv/adaptive"
+	"github.com/adaptkv/adaptkv/filterpolicy"
+	psst "github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// tableFilter is the filter piece of a Reader, as LevelDB's
+// FilterBlockReader is of its table reader: it finds and decodes the
+// table's filter block, answers the filter query, fixes a false positive
+// (adaptive filters, reading the remote section of the table file), counts
+// adaptations, and loads and saves the adaptive state file. The Reader
+// owns Pebble's reader, lookups, iterators and the lookup stripes; it
+// embeds a tableFilter, so the filter's fields and methods are its own.
+// The zero value is "no filter" (a table opened with SkipFilter).
+type tableFilter struct {
+	fs            vfs.FS
+	path          string // the table's, for errors
+	statePath     string
+	stateReadOnly bool
+	tableSize     uint64
+
+	filter    filterpolicy.Filter         // nil: no filter
+	adaptive  filterpolicy.AdaptiveFilter // nil: static or no filter
+	hdr       filterpolicy.Header
+	remote    *filterpolicy.BlockRemote
+	filterErr error
+	stateErr  error
+	filterOff int64 // filter block position in the file (tests)
+	filterLen int64
+
+	_              [cacheLine]byte // the counters below are written; the fields above are read by every lookup
+	adaptations    atomic.Uint64
+	preAdaptations atomic.Uint64 // see Reader.PreAdapt
+	preAdaptChecks atomic.Uint64
+	adaptErrors    atomic.Uint64
+	lastAdaptErr   atomic.Pointer[error]
+	savedAdapt     atomic.Uint64
+	saveMu         sync.Mutex
+}
+
+// load finds the filter block among the table's filter blocks and decodes
+// its local state (never the remote section, which stays on disk). Only
+// I/O errors on the table fail it; a bad block is a fallback to no filter
+// (FilterError says why).
+func (t *tableFilter) load(file vfs.File, filters []psst.NamedBlockHandle) error {
+	var bh psst.NamedBlockHandle
+	found := false
+	for _, nb := range filters {
+		if strings.HasPrefix(nb.Name, filterpolicy.MetaBlockPrefix) {
+			bh, found = nb, true
+			break
+		}
+	}
+	if !found {
+		return nil
+	}
+	off, length := int64(bh.Handle.Offset), int64(bh.Handle.Length)
+	t.filterOff, t.filterLen = off, length
+	if length == 0 {
+		return nil // Pebble writes an empty filter block for a table without keys
+	}
+	if length < filterpolicy.HeaderSize || off < 0 || off+length > int64(t.tableSize) {
+		t.filterErr = fmt.Errorf("%w: filter block handle %d+%d out of range", filterpolicy.ErrCorruptBlock, off, length)
+		return nil
+	}
+	// A static policy's block is header and local state only: one read of
+	// the whole block. An adaptive one also holds the remote section, which
+	// stays on disk: read the header, then header and local state.
+	var block []byte
+	var h filterpolicy.Header
+	var err error
+	if kind, ok := filterpolicy.KindOfMetaBlock(bh.Name); ok && !kind.Adaptive() {
+		block = make([]byte, length)
+		if _, err := file.ReadAt(block, off); err != nil {
+			return fmt.Errorf("%w: reading filter block: %w", ErrCorrupt, err)
+		}
+		if h, err = filterpolicy.ParseHeader(block); err != nil {
+			t.filterErr = err
+			return nil
+		}
+	} else {
+		var hb [filterpolicy.HeaderSize]byte
+		if _, err := file.ReadAt(hb[:], off); err != nil {
+			return fmt.Errorf("%w: reading filter block header: %w", ErrCorrupt, err)
+		}
+		if h, err = filterpolicy.ParseHeader(hb[:]); err != nil {
+			t.filterErr = err
+			return nil
+		}
+	}
+	want := int64(h.LocalEnd())
+	if h.HasRemote {
+		want += int64(h.RemoteSize())
+	}
+	if want != length {
+		t.filterErr = fmt.Errorf("%w: filter block length %d, header describes %d", filterpolicy.ErrCorruptBlock, length, want)
+		return nil
+	}
+	if block == nil {
+		block = make([]byte, h.LocalEnd())
+		if _, err := file.ReadAt(block, off); err != nil {
+			return fmt.Errorf("%w: reading filter block: %w", ErrCorrupt, err)
+		}
+	}
+	block = block[:h.LocalEnd()]
+	if h.HasRemote {
+		t.remote = filterpolicy.NewBlockRemote(file, off, h)
+	}
+	var rem adaptive.Remote
+	if t.remote != nil {
+		rem = t.remote
+	}
+	f, hdr, err := filterpolicy.OpenBlock(block, rem)
+	if err != nil {
+		t.filterErr = err
+		return nil
+	}
+	t.filter, t.hdr = f, hdr
+	if af, ok := f.(filterpolicy.AdaptiveFilter); ok {
+		t.adaptive = af
+		t.loadState()
+	}
+	return nil
+}
+
+// metrics fills the filter's counters and sizes into m.
+func (t *tableFilter) metrics(m *Metrics) {
+	m.Adaptations = t.adaptations.Load()
+	m.AdaptErrors = t.adaptErrors.Load()
+	m.PreAdaptations = t.preAdaptations.Load()
+	m.PreAdaptChecks = t.preAdaptChecks.Load()
+	if t.filter != nil {
+		m.FilterBytes = uint64(t.filter.SizeBytes())
+		m.FilterKeys = t.hdr.NumKeys
+	}
+	if t.adaptive != nil {
+		m.Rebuilds = t.adaptive.Stats().Rebuilds
+	}
+	if t.remote != nil {
+		m.RemoteReads = t.remote.Reads()
+	}
+}
+
+// falsePositive handles a lookup the filter answered "maybe" that found
+// no version of key: an adaptive filter fixes it (errors are counted; the
+// lookup's answer stays right).
+func (t *tableFilter) falsePositive(key []byte) {
+	if t.adaptive == nil {
+		return
+	}
+	if err := t.adaptive.Adapt(key); err != nil {
+		t.adaptErrors.Add(1)
+		t.lastAdaptErr.Store(&err)
+		return
+	}
+	t.adaptations.Add(1)
+}
+
+// FilterError reports why the table's filter block could not be used (nil
+// when it was loaded or the table has none).
+func (t *tableFilter) FilterError() error { return t.filterErr }
+
+// StateError reports why no saved adaptive state was loaded at Open (nil
+// when it was, or when the filter is not adaptive or StatePath is empty).
+// It wraps ErrNoState or ErrStateCorrupt.
+func (t *tableFilter) StateError() error { return t.stateErr }
+
+// LastAdaptError returns the last error an adaptation returned.
+func (t *tableFilter) LastAdaptError() error {
+	if p := t.lastAdaptErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// FilterKind is the registry name of the table's filter ("" for none).
+func (t *tableFilter) FilterKind() string {
+	if t.filter == nil {
+		return ""
+	}
+	return t.hdr.Kind.String()
+}
+
+// Filter returns the in-memory filter (nil if the table has none).
+func (t *tableFilter) Filter() filterpolicy.Filter { return t.filter }
