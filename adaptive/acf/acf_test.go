@@ -310,11 +310,12 @@ func falsePositives(t testing.TB, k Kind, n int, queries [][]byte, seed uint64) 
 // less) and the Swapping ACF (twice the comparisons). Queries are
 // |A|/|S| x n draws over |A| absent keys, Zipfian or uniform; each point
 // the mean of 3 seeds. The default run is small; -acf.long runs
-// n = 100k and 1M, f = 8, 12, 16 and |A|/|S| up to 100.
+// n = 100k, f = 8, 12, 16 and |A|/|S| up to 20 (75 s; the paper's 1M
+// and |A|/|S| up to 100 would take over an hour here).
 func TestFigure1Trend(t *testing.T) {
 	ns, fs, ratios := []int{20_000}, []int{8}, []int{1, 5}
 	if *long {
-		ns, fs, ratios = []int{100_000, 1_000_000}, []int{8, 12, 16}, []int{1, 3, 5, 10, 20, 50, 100}
+		ns, fs, ratios = []int{100_000}, []int{8, 12, 16}, []int{1, 3, 5, 10, 20}
 	}
 	for _, n := range ns {
 		for _, fb := range fs {
