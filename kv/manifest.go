@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/adaptkv/adaptkv/internal/atomicfile"
+
 	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/sstable"
 	"github.com/cockroachdb/pebble/v2/record"
@@ -333,39 +335,11 @@ func parseFileName(name string) (fileType, uint64) {
 // setCurrent points CURRENT at manifest num atomically: temp file, fsync,
 // rename, directory fsync.
 func setCurrent(fs vfs.FS, dir string, num uint64) error {
-	tmp := fs.PathJoin(dir, fmt.Sprintf("CURRENT.%06d.tmp", num))
-	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write([]byte(manifestFileName(num) + "\n")); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := fs.Rename(tmp, fs.PathJoin(dir, currentFileName)); err != nil {
-		return err
-	}
-	return syncDir(fs, dir)
+	return atomicfile.Write(fs, fs.PathJoin(dir, currentFileName),
+		fs.PathJoin(dir, fmt.Sprintf("CURRENT.%06d.tmp", num)), []byte(manifestFileName(num)+"\n"))
 }
 
-func syncDir(fs vfs.FS, dir string) error {
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func syncDir(fs vfs.FS, dir string) error { return atomicfile.SyncDir(fs, dir) }
 
 // manifestState is what recovery reads from the manifest.
 type manifestState struct {

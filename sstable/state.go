@@ -6,9 +6,10 @@ import (
 	"hash/crc32"
 	"io"
 
+	"github.com/adaptkv/adaptkv/internal/atomicfile"
+
 	"github.com/adaptkv/adaptkv/adaptive"
 	"github.com/adaptkv/adaptkv/filterpolicy"
-	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Adaptive state file layout (little-endian):
@@ -152,49 +153,9 @@ func (t *tableFilter) saveState() error {
 	if err != nil {
 		return fmt.Errorf("sstable: encoding adaptive state: %w", err)
 	}
-	if err := writeFileAtomic(t.fs, t.statePath, t.encodeState(payload)); err != nil {
+	if err := atomicfile.Write(t.fs, t.statePath, t.statePath+".tmp", t.encodeState(payload)); err != nil {
 		return err
 	}
 	t.savedAdapt.Store(n)
 	return nil
-}
-
-func writeFileAtomic(fs vfs.FS, path string, data []byte) (err error) {
-	tmp := path + ".tmp"
-	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = fs.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = fs.Rename(tmp, path); err != nil {
-		return err
-	}
-	dir, derr := fs.OpenDir(fs.PathDir(path))
-	if derr != nil {
-		return derr
-	}
-	err = dir.Sync()
-	return firstErr(err, dir.Close())
-}
-
-func firstErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }

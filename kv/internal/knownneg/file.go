@@ -10,6 +10,8 @@ import (
 	iofs "io/fs"
 	"slices"
 
+	"github.com/adaptkv/adaptkv/internal/atomicfile"
+
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -113,37 +115,10 @@ func (s *Sketch) Decode(b []byte) error {
 	return nil
 }
 
-// Save writes the sketch to path atomically: a temporary file (path +
-// ".tmp"), fsync, rename, then an fsync of the directory.
+// Save writes the sketch to path atomically (package atomicfile: a
+// temporary file path + ".tmp", fsync, rename, directory fsync).
 func (s *Sketch) Save(fs vfs.FS, path string) error {
-	tmp := path + ".tmp"
-	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(s.Encode()); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := fs.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := fs.OpenDir(fs.PathDir(path))
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return atomicfile.Write(fs, path, path+".tmp", s.Encode())
 }
 
 // Load adds the file at path to the sketch. A missing file is not an
