@@ -100,6 +100,8 @@ func TestErrors(t *testing.T) {
 	require.ErrorIs(t, err, ErrUnknownPolicy)
 	_, err = Open("db2", &Options{FS: fs, MemTableSize: -1})
 	require.ErrorIs(t, err, ErrInvalidOptions)
+	_, err = Open("db2", &Options{FS: fs, KnownNegatives: MaxKnownNegatives + 1})
+	require.ErrorIs(t, err, ErrInvalidOptions)
 }
 
 // TestLockedRealFS checks the file lock on the OS file system.

@@ -23,6 +23,10 @@ const knownNegFileName = "KNOWNNEG"
 // DefaultKnownNegatives is the default of Options.KnownNegatives.
 const DefaultKnownNegatives = knownneg.DefaultCapacity
 
+// MaxKnownNegatives bounds Options.KnownNegatives (about 2.5 GiB of
+// record with 16-byte keys).
+const MaxKnownNegatives = 1 << 26
+
 // openKnownNegatives creates the sketch and loads the saved one. A missing
 // file means an empty sketch; a damaged or unreadable one too (it is only
 // a hint), and KnownNegativesError reports it.

@@ -115,6 +115,8 @@ func (o *Options) withDefaults() (Options, error) {
 		return r, fmt.Errorf("%w: MaxOpenFiles %d < 0", ErrInvalidOptions, r.MaxOpenFiles)
 	case r.MaxImmutableMemTables < 0:
 		return r, fmt.Errorf("%w: MaxImmutableMemTables %d < 0", ErrInvalidOptions, r.MaxImmutableMemTables)
+	case r.KnownNegatives > MaxKnownNegatives:
+		return r, fmt.Errorf("%w: KnownNegatives %d > %d", ErrInvalidOptions, r.KnownNegatives, MaxKnownNegatives)
 	}
 	// The check sstable.Create makes when it writes a table with the
 	// policy: made here, a policy that cannot write tables fails Open
