@@ -50,25 +50,27 @@ func requireAllOrCorruption(t *testing.T, fs vfs.FS, what string) (opened bool) 
 // without the 500 flushed keys. A record torn by a crash (appended and cut
 // before anything acted on it) is still tolerated.
 func TestDamagedLastManifestRecord(t *testing.T) {
-	fs, man := damageStore(t)
-	good, err := readFile(fs, man)
-	require.NoError(t, err)
+	fs, _ := damageStore(t)
 	require.True(t, requireAllOrCorruption(t, fs, "undamaged"), "the undamaged store opens")
 
-	for name, b := range map[string][]byte{
-		"last byte flipped":  flipByte(good, len(good)-1),
-		"last record cut":    good[:len(good)-3],
-		"last record halved": good[:len(good)-8],
+	for name, damage := range map[string]func([]byte) []byte{
+		"last byte flipped":  func(b []byte) []byte { return flipByte(b, len(b)-1) },
+		"last record cut":    func(b []byte) []byte { return b[:len(b)-3] },
+		"last record halved": func(b []byte) []byte { return b[:len(b)-8] },
 	} {
 		fs, man := damageStore(t)
-		writeFile(t, fs, man, b)
+		good, err := readFile(fs, man)
+		require.NoError(t, err)
+		writeFile(t, fs, man, damage(good))
 		opened := requireAllOrCorruption(t, fs, name)
 		require.False(t, opened, "%s: the store must report the lost edit", name)
 	}
 
 	// A torn write: a new record cut short after the last good one; the
 	// state before it is whole, so the store opens with everything.
-	fs, man = damageStore(t)
+	fs, man := damageStore(t)
+	good, err := readFile(fs, man)
+	require.NoError(t, err)
 	torn := append(append([]byte{}, good...), []byte{0x12, 0x34, 0x56, 0x78, 0x10, 0x00}...)
 	writeFile(t, fs, man, torn)
 	require.True(t, requireAllOrCorruption(t, fs, "torn tail"), "a torn tail is tolerated")
