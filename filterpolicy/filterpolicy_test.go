@@ -16,7 +16,7 @@ import (
 
 // expectedFPR per kind (see sstable's round-trip test for the sources).
 var expectedFPR = map[string]float64{
-	"none": 1, "bloom": 0.0125, "fuse": 1.0 / 256, "prefix": 0.004,
+	"none": 1, "bloom": 0.0125, "fuse": 1.0 / 256, "prefix": 0.004, "aprefix": 0.004,
 	"rsqf": 1.0 / 256, "utaf": 1.0 / 256, "taf": 1.0 / 256, "exaf": 1.0 / 256,
 	// stacked with no known negatives: one Bloom layer at 12 bits/key.
 	"stacked": 0.00317,
@@ -62,13 +62,13 @@ func buildBlock(p pebble.FilterPolicy, n int) []byte {
 }
 
 func TestRegistry(t *testing.T) {
-	require.Equal(t, []string{"acf", "acf-cyclic", "acf-swap", "bloom", "caf", "exaf", "fuse", "none", "prefix", "rsqf", "stacked", "taf", "utaf"}, Names())
+	require.Equal(t, []string{"acf", "acf-cyclic", "acf-swap", "aprefix", "bloom", "caf", "exaf", "fuse", "none", "prefix", "rsqf", "stacked", "taf", "utaf"}, Names())
 	for _, name := range Names() {
 		p, err := ByName(name)
 		require.NoError(t, err)
 		require.Equal(t, name, p.Kind())
 		require.Equal(t, "adaptkv."+name, p.Name())
-		require.Equal(t, name == "taf" || name == "exaf" || name == "utaf" || name == "rsqf" || name == "caf" || strings.HasPrefix(name, "acf"), p.Adaptive())
+		require.Equal(t, name == "taf" || name == "aprefix" || name == "exaf" || name == "utaf" || name == "rsqf" || name == "caf" || strings.HasPrefix(name, "acf"), p.Adaptive())
 	}
 	_, err := ByName("cuckoo")
 	require.ErrorIs(t, err, ErrUnknownPolicy)

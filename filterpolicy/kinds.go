@@ -22,6 +22,7 @@ var kinds = []filter.Kind{
 	bloom.Kind{},
 	fuse.Kind{},
 	prefixfilter.Kind{},
+	prefixfilter.APrefixKind{},
 	adaptive.RSQFKind,
 	adaptive.TAFKind,
 	adaptive.ExAFKind,

@@ -1,12 +1,15 @@
 package prefixfilter
 
 import (
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"runtime"
 	"sync"
 	"testing"
 
+	"github.com/adaptkv/adaptkv/adaptive"
+	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/sstable"
 )
@@ -122,12 +125,55 @@ func buildBloom(keys [][]byte) benchFilter {
 	}
 }
 
+// buildKind builds a filter of kind k (with its remote in memory) and, when
+// adaptQueries > 0, first runs that many absent queries (a key set the
+// benchmarks never query) adapting every false positive: "after heavy
+// adaptation".
+func buildKind(k filter.Kind, adaptQueries int) func([][]byte) benchFilter {
+	return func(keys [][]byte) benchFilter {
+		b := k.NewBuilder(filter.BuildOptions{Seed: 42, SizeHint: len(keys), WithRemote: true})
+		for _, key := range keys {
+			b.Add(key)
+		}
+		local, remote, err := b.Finish()
+		if err != nil {
+			panic(err)
+		}
+		f, err := k.Decode(k.Params(), 42, local, filter.MemRemote(remote))
+		if err != nil {
+			panic(err)
+		}
+		if adaptQueries > 0 {
+			a := f.(filter.Adaptive)
+			var key [16]byte
+			for i := 0; i < adaptQueries; i++ {
+				binary.LittleEndian.PutUint64(key[0:], uint64(i)*0x9e3779b97f4a7c15)
+				binary.LittleEndian.PutUint64(key[8:], uint64(i))
+				key[0] = 'x'
+				if a.MayContain(key[:]) {
+					if err := a.Adapt(key[:]); err != nil {
+						panic(err)
+					}
+				}
+			}
+		}
+		return benchFilter{mayContain: f.MayContain, bits: float64(f.SizeBytes() * 8)}
+	}
+}
+
+// adaptedQueries is the adaptation stream of the "-adapted" variants.
+const adaptedQueries = 10_000_000
+
 var benchFilters = []struct {
 	name  string
 	build func([][]byte) benchFilter
 }{
 	{"prefix", buildPrefix},
 	{"bloom10", buildBloom},
+	{"aprefix", buildKind(APrefixKind{}, 0)},
+	{"aprefix-adapted", buildKind(APrefixKind{}, adaptedQueries)},
+	{"taf", buildKind(adaptive.TAFKind, 0)},
+	{"taf-adapted", buildKind(adaptive.TAFKind, adaptedQueries)},
 }
 
 // buildOnly are extra build variants, not repeated in the query benchmarks.

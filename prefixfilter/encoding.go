@@ -54,6 +54,21 @@ func corrupt(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
 }
 
+// encodedLen returns the length of the filter encoding that starts data,
+// read from its header (0 when data is too short to hold a header or the
+// sizes it states overflow). Decode checks the sizes against each other.
+func encodedLen(data []byte) uint64 {
+	if len(data) < headerSize {
+		return 0
+	}
+	m := binary.LittleEndian.Uint64(data[24:])
+	blocks := binary.LittleEndian.Uint64(data[32:])
+	if m > binsFor(MaxKeys) || blocks > spareBlocksFor(MaxKeys, MaxKeys) {
+		return 0
+	}
+	return encodedSize(m, blocks)
+}
+
 // Decode returns the filter encoded in data (as produced by MarshalBinary or
 // AppendBinary). The filter answers queries directly over data, which must
 // not be modified afterwards. Every error wraps ErrCorrupt. Decode checks the

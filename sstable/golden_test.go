@@ -47,7 +47,7 @@ func goldenEntries() (keys []InternalKey, vals [][]byte) {
 func goldenSeed(name string) uint64 { return 0x601d_0000 + uint64(len(name))*131 + uint64(name[0]) }
 
 func isAdaptiveName(name string) bool {
-	return name == "taf" || name == "exaf" || name == "utaf" || name == "caf" || strings.HasPrefix(name, "acf")
+	return name == "taf" || name == "aprefix" || name == "exaf" || name == "utaf" || name == "caf" || strings.HasPrefix(name, "acf")
 }
 
 // falsePositives lists the absent-key indices the filter answers "maybe" for.

@@ -18,7 +18,7 @@ import (
 // quotient filters about LoadFactor*2^-r <= 2^-8 for first-time queries
 // (TAF paper section 3, exAF appendix C.4).
 var expectedFPR = map[string]float64{
-	"none": 1, "bloom": 0.0125, "fuse": 1.0 / 256, "prefix": 0.004,
+	"none": 1, "bloom": 0.0125, "fuse": 1.0 / 256, "prefix": 0.004, "aprefix": 0.004,
 	"rsqf": 1.0 / 256, "utaf": 1.0 / 256, "taf": 1.0 / 256, "exaf": 1.0 / 256,
 	// stacked with no known negatives: one Bloom layer at 12 bits/key.
 	"stacked": 0.00317,
@@ -96,7 +96,7 @@ func testRoundTrip(t *testing.T, name string) {
 	}
 	checkAllStored(t, r, n)
 
-	adaptive := name == "taf" || name == "exaf" || name == "utaf" || name == "caf" || strings.HasPrefix(name, "acf")
+	adaptive := isAdaptiveName(name)
 	if !adaptive {
 		require.Zero(t, m.Adaptations)
 		require.NoError(t, r.Close())
