@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -47,17 +48,18 @@ const (
 	// fingerprint (low 32 bits of the second half).
 	extShift = 40
 	extMask  = 1<<(64-extShift) - 1
-	// maxExtLen is the longest extension a fix stores. Two keys that agree
-	// on their fingerprint and 10 more bits are not told apart (2^-10 of
-	// the fixes); such a false positive stays.
-	maxExtLen = 10
+	// maxExtLen is the longest extension a fix stores: all 24 bits. Two
+	// keys that agree on their fingerprint and 24 more bits are not told
+	// apart (2^-24 of the fixes); such a false positive stays.
+	maxExtLen = 64 - extShift
 	// spareSlot is the slot of a fix for a fingerprint in the spare;
 	// noSlot says a bin does not store a fingerprint.
 	spareSlot = 31
 	noSlot    = 30
 	// maxCentiBitsPerKey caps the local state, fix information included,
-	// at 12.5 bits per key (11.48 for the static filter): about 1 bit per
-	// key, some 10 bits per fix, for fixes. A fix beyond the budget drops
+	// at 12.5 bits per key by default (11.48 for the static filter): about
+	// 1 bit per key, some 11 bits per fix, for fixes (APrefixKind's
+	// BitsPerKey option sets another cap). A fix beyond the budget drops
 	// the oldest fixes of its own bin, or is not made.
 	maxCentiBitsPerKey = 1250
 	minFixBudgetBytes  = 1024
@@ -90,7 +92,7 @@ var (
 	errNoElement = errors.New("the remote holds no key for a fingerprint the bin stores")
 )
 
-func newAdaptive(base *Filter, remote filter.Remote) *AdaptiveFilter {
+func newAdaptive(base *Filter, remote filter.Remote, maxCenti uint64) *AdaptiveFilter {
 	if remote == nil {
 		remote = filter.NoRemote{}
 	}
@@ -99,14 +101,15 @@ func newAdaptive(base *Filter, remote filter.Remote) *AdaptiveFilter {
 		base:   base,
 		groups: make([]atomicGroup, groups),
 		remote: remote,
-		budget: fixBudget(base.numKeys, uint64(len(base.data))+8*groups),
+		budget: fixBudget(base.numKeys, maxCenti, uint64(len(base.data))+8*groups),
 	}
 }
 
 // fixBudget is the byte budget of the fix information of a filter of n keys
-// whose other local state takes fixed bytes.
-func fixBudget(n, fixed uint64) int {
-	limit := n * maxCentiBitsPerKey / 800
+// whose local state may take maxCenti hundredths of a bit per key, of which
+// the rest takes fixed bytes.
+func fixBudget(n, maxCenti, fixed uint64) int {
+	limit := n * maxCenti / 800
 	if limit < fixed+minFixBudgetBytes {
 		return minFixBudgetBytes
 	}
@@ -129,8 +132,7 @@ func (f *AdaptiveFilter) MayContain(key []byte) bool {
 	if g == nil {
 		return true
 	}
-	x, ok := g.find(b%fixGroupBins, f.base.slotOf(b, fp), fp)
-	return !ok || x.passes(extOf(h2))
+	return g.allows(b%fixGroupBins, f.base.slotOf(b, fp), fp, extOf(h2))
 }
 
 // slotOf returns the body index (0..24) of fingerprint fp in bin b, spareSlot
@@ -180,10 +182,8 @@ func (f *AdaptiveFilter) Adapt(key []byte) error {
 		return fmt.Errorf("%w: bin %d: contains without a slot", filter.ErrRemote, b)
 	}
 	g := f.groups[b/fixGroupBins].Load()
-	if g != nil {
-		if x, ok := g.find(b%fixGroupBins, slot, fp); ok && !x.passes(ext) {
-			return nil
-		}
+	if g != nil && !g.allows(b%fixGroupBins, slot, fp, ext) {
+		return nil
 	}
 	stored, err := f.readBinExtensions(b, fp)
 	if err != nil {
@@ -192,69 +192,90 @@ func (f *AdaptiveFilter) Adapt(key []byte) error {
 	if slot != spareSlot && len(stored) == 0 {
 		return fmt.Errorf("%w: bin %d fingerprint %d: %w", filter.ErrRemote, b, fp, errNoElement)
 	}
-	l, ok := fixLength(stored, ext)
+	of := fix{j: uint8(b % fixGroupBins), slot: slot}
+	if slot == spareSlot {
+		of.fp = uint16(fp)
+	}
+	var cur []fix
+	for _, x := range g.fixes(nil) {
+		if x.same(of) {
+			cur = append(cur, x)
+		}
+	}
+	set, ok := refine(of, cur, stored, ext)
 	if !ok {
 		return nil
 	}
-	x := fix{j: uint8(b % fixGroupBins), slot: slot, l: uint8(l)}
-	if l > 0 {
-		x.bits = uint16(stored[0] & (1<<l - 1))
-	}
-	if slot == spareSlot {
-		x.fp = uint16(fp)
-	}
-	f.install(b/fixGroupBins, g, x)
+	f.install(b/fixGroupBins, g, set)
 	return nil
 }
 
-// fixLength returns the shortest extension length that every stored
-// extension agrees on and ext does not (0 when nothing is stored: an
-// exclusion), or false when there is none up to maxExtLen.
-func fixLength(stored []uint64, ext uint64) (int, bool) {
+// refine returns the slot's new fix set (key names the slot): every stored
+// extension still matches a prefix of the set and ext matches none. A prefix
+// of cur that ext does not match stays; one it matches is replaced by
+// longer prefixes of the stored extensions under it, each just long enough
+// to differ from ext. No stored extension (spare only) gives the exclusion
+// (L = 0). It returns false when a stored extension equals ext on all
+// maxExtLen bits (the key cannot be told apart).
+func refine(key fix, cur []fix, stored []uint64, ext uint64) ([]fix, bool) {
 	if len(stored) == 0 {
-		return 0, true
+		return []fix{key}, true
 	}
-	var disagree uint64 // bits where two stored keys differ
-	for _, s := range stored[1:] {
-		disagree |= s ^ stored[0]
+	if len(cur) == 0 {
+		cur = []fix{key} // L = 0: matches every stored extension
 	}
-	differ := ext ^ stored[0]
-	if differ == 0 {
-		return 0, false
+	var out []fix
+	for _, e := range cur {
+		if !e.matches(ext) {
+			out = append(out, e)
+			continue
+		}
+		for _, x := range stored {
+			if !e.matches(x) {
+				continue
+			}
+			l := bits.TrailingZeros64(x^ext) + 1
+			if l > maxExtLen {
+				return nil, false
+			}
+			p := key
+			p.l = uint8(max(l, int(e.l)))
+			p.bits = uint16(x & (1<<p.l - 1))
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
 	}
-	l := bits.TrailingZeros64(differ) + 1
-	if l > maxExtLen || disagree&(1<<l-1) != 0 {
-		return 0, false
-	}
-	return l, true
+	return out, true
 }
 
-// install makes x the newest fix of its bin in group gi (replacing the
-// bin's fix of the same slot), drops the bin's oldest fixes while it has
-// more than maxBinFixes or the filter's fixes exceed their budget, and
-// publishes the new group. A fix that does not fit even alone is not made.
-func (f *AdaptiveFilter) install(gi uint64, old *fixGroup, x fix) {
+// install makes set the newest fixes of its slot in group gi (replacing
+// the slot's old set), drops the bin's oldest sets while the bin has more
+// than maxBinFixes fixes or the filter's fixes exceed their budget, and
+// publishes the new group. A set that does not fit even alone is not made.
+func (f *AdaptiveFilter) install(gi uint64, old *fixGroup, set []fix) {
 	all := old.fixes(nil)
 	oldSize := 0
 	if old != nil {
 		oldSize = old.size()
 	}
-	// The bin's fixes, oldest first, without the one x replaces.
+	// The bin's fixes, oldest set first, without the slot's old set.
+	j := set[0].j
 	lo := 0
-	for lo < len(all) && all[lo].j < x.j {
+	for lo < len(all) && all[lo].j < j {
 		lo++
 	}
 	hi := lo
 	var bin []fix
-	for ; hi < len(all) && all[hi].j == x.j; hi++ {
-		if !all[hi].same(x) {
+	for ; hi < len(all) && all[hi].j == j; hi++ {
+		if !all[hi].same(set[0]) {
 			bin = append(bin, all[hi])
 		}
 	}
-	bin = append(bin, x)
+	bin = append(bin, set...)
 	trimmed := false
 	for {
-		next := append(append(append(make([]fix, 0, len(all)+1), all[:lo]...), bin...), all[hi:]...)
+		next := append(append(append(make([]fix, 0, len(all)+len(set)), all[:lo]...), bin...), all[hi:]...)
 		g, ok := encodeFixGroup(next)
 		if ok && len(bin) <= maxBinFixes && int(f.fixBytes.Load())+g.size()-oldSize <= f.budget {
 			if trimmed {
@@ -265,10 +286,16 @@ func (f *AdaptiveFilter) install(gi uint64, old *fixGroup, x fix) {
 			f.stats.Adaptations++
 			return
 		}
-		if len(bin) == 1 {
+		if len(bin) == len(set) {
 			return // the budget is spent elsewhere: the false positive stays
 		}
-		bin = bin[1:]
+		// Drop the oldest set whole: a part of a set would reject a key
+		// of the slot.
+		k := 1
+		for k < len(bin) && bin[k].same(bin[0]) {
+			k++
+		}
+		bin = bin[k:]
 		trimmed = true
 	}
 }

@@ -74,6 +74,12 @@ func emptyFixSection(dst []byte) []byte { return appendFixSection(dst, nil) }
 // part is queried in place, so data must not be modified afterwards. Every
 // error wraps ErrCorrupt; every fix is checked against the bin it fixes.
 func DecodeAdaptive(data []byte, remote filter.Remote) (*AdaptiveFilter, error) {
+	return decodeAdaptive(data, remote, maxCentiBitsPerKey)
+}
+
+// decodeAdaptive is DecodeAdaptive with a cap on the local state of
+// maxCenti hundredths of a bit per key.
+func decodeAdaptive(data []byte, remote filter.Remote, maxCenti uint64) (*AdaptiveFilter, error) {
 	size := encodedLen(data)
 	if size == 0 || size > uint64(len(data)) {
 		return nil, corrupt("adaptive filter of %d bytes has no whole static part", len(data))
@@ -82,7 +88,7 @@ func DecodeAdaptive(data []byte, remote filter.Remote) (*AdaptiveFilter, error) 
 	if err != nil {
 		return nil, err
 	}
-	f := newAdaptive(base, remote)
+	f := newAdaptive(base, remote, maxCenti)
 	if err := f.decodeFixes(data[size:]); err != nil {
 		return nil, err
 	}
@@ -147,8 +153,9 @@ func (f *AdaptiveFilter) decodeFixes(sec []byte) error {
 
 // checkFixes validates the fixes of bin b against the bin: a bin that
 // exists; each slot fix names an occupied slot and has an extension; each
-// spare fix names a fingerprint above the maximum of an overflowed bin; no
-// slot or fingerprint is fixed twice.
+// spare fix names a fingerprint above the maximum of an overflowed bin; a
+// slot's set is consecutive, without repeats, and an exclusion is alone in
+// its set.
 func (f *Filter) checkFixes(b uint64, fixes []fix) error {
 	if b >= f.numBins {
 		return corrupt("fix for bin %d of %d", b, f.numBins)
@@ -166,9 +173,10 @@ func (f *Filter) checkFixes(b uint64, fixes []fix) error {
 		case int(x.slot) >= count || x.l == 0:
 			return corrupt("bin %d: bad fix for slot %d", b, x.slot)
 		}
-		for _, y := range fixes[i+1:] {
-			if x.same(y) {
-				return corrupt("bin %d: slot %d (fingerprint %d) fixed twice", b, x.slot, x.fp)
+		inSet := i > 0 && fixes[i-1].same(x)
+		for k, y := range fixes[i+1:] {
+			if x.same(y) && (k > 0 || y == x || x.l == 0 || y.l == 0) || inSet && x == fixes[i-1] {
+				return corrupt("bin %d: slot %d (fingerprint %d): malformed fix set", b, x.slot, x.fp)
 			}
 		}
 	}

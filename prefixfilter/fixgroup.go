@@ -37,9 +37,12 @@ const (
 	maxBinFixes = 8
 )
 
-// fix is one fix of a bin: the L extension bits that every key stored at
-// slot agrees on (slot spareSlot: every key whose fingerprint fp went to the
-// spare; L = 0 there says that no key has fp).
+// fix is one fix of a bin: a prefix of L extension bits. The fixes of one
+// slot (of one spare fingerprint) form a set, consecutive in the bin: every
+// key stored at the slot matches one of them, and a query matching none is
+// rejected. Usually the set is one prefix; a slot that stores several keys
+// (equal fingerprints) may need one per key. L = 0 (spare only) says that
+// no key has the fingerprint.
 type fix struct {
 	j    uint8 // the bin's index in its group
 	slot uint8
@@ -48,15 +51,21 @@ type fix struct {
 	fp   uint16 // spare fixes only
 }
 
-// same reports whether x and y fix the same slot (or spare fingerprint) of
-// the same bin.
+// same reports whether x and y belong to the same slot's set (the same
+// spare fingerprint) of the same bin.
 func (x fix) same(y fix) bool {
 	return x.j == y.j && x.slot == y.slot && (x.slot != spareSlot || x.fp == y.fp)
 }
 
 // passes reports whether a key with extension bits ext survives x.
+// An exclusion (L = 0) lets no key through.
 func (x fix) passes(ext uint64) bool {
-	return x.l > 0 && (ext^uint64(x.bits))&(1<<x.l-1) == 0
+	return x.l > 0 && x.matches(ext)
+}
+
+// matches reports whether ext starts with x's prefix (always, for L = 0).
+func (x fix) matches(ext uint64) bool {
+	return (ext^uint64(x.bits))&(1<<x.l-1) == 0
 }
 
 // fixGroup is an encoded group; see above.
@@ -70,12 +79,14 @@ const fixGroupOverhead = 40
 
 func (g *fixGroup) size() int { return fixGroupOverhead + 8*len(g.w) }
 
-// find returns the fix of bin j for slot (for spareSlot, for fingerprint
-// fp), if any. It is the query path: lock-free, no allocation.
-func (g *fixGroup) find(j uint64, slot uint8, fp uint64) (fix, bool) {
+// allows reports whether bin j's fixes let a key whose fingerprint matched
+// slot (for spareSlot, fingerprint fp in the spare) with extension bits ext
+// through: true when the slot has no fixes or one of them matches ext. It
+// is the query path: lock-free, no allocation.
+func (g *fixGroup) allows(j uint64, slot uint8, fp, ext uint64) bool {
 	word := g.w[j/64]
 	if word>>(j%64)&1 == 0 {
-		return fix{}, false
+		return true
 	}
 	s := j / fixSubBins
 	r := bitReader{w: g.w, pos: fixHeadWords*64 + uint(g.w[fixMaskWords+s/4]>>(16*(s%4))&0xffff)}
@@ -84,14 +95,18 @@ func (g *fixGroup) find(j uint64, slot uint8, fp uint64) (fix, bool) {
 		for !r.entry(nil) {
 		}
 	}
+	fixed := false
 	var x fix
 	for {
 		last := r.entry(&x)
 		if x.slot == slot && (slot != spareSlot || uint64(x.fp) == fp) {
-			return x, true
+			if x.passes(ext) {
+				return true
+			}
+			fixed = true
 		}
 		if last {
-			return fix{}, false
+			return !fixed
 		}
 	}
 }

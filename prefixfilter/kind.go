@@ -58,11 +58,19 @@ func (Kind) Decode(_ filter.Params, _ uint64, local []byte, _ filter.Remote) (fi
 
 // APrefixKind is the adaptive prefix filter as a filter kind ("aprefix"):
 // the static filter's bins and spare plus fix information (see
-// AdaptiveFilter). No options; its local state is the encoding DecodeAdaptive
-// reads, its remote representation every key's hash word in bin order.
-type APrefixKind struct{}
+// AdaptiveFilter). Its one option, BitsPerKey, caps the local state, fixes
+// included (12 to 64; 0: DefaultMaxBitsPerKey = 12.5): more room keeps more
+// fixes under heavy adaptation. Its local state is the encoding
+// DecodeAdaptive reads, its remote representation every key's hash word in
+// bin order.
+type APrefixKind struct {
+	maxBitsPerKey uint32 // 0: DefaultMaxBitsPerKey
+}
 
 var _ filter.Kind = APrefixKind{}
+
+// DefaultMaxBitsPerKey is aprefix's default cap on its local state.
+const DefaultMaxBitsPerKey = maxCentiBitsPerKey / 100.0
 
 // Name implements filter.Kind.
 func (APrefixKind) Name() string { return "aprefix" }
@@ -73,12 +81,20 @@ func (APrefixKind) Code() filter.Code { return filter.CodeAPrefix }
 // Adaptive implements filter.Kind.
 func (APrefixKind) Adaptive() bool { return true }
 
-// Configure implements filter.Kind: the adaptive prefix filter reads no
-// option.
-func (k APrefixKind) Configure(filter.Options) (filter.Kind, error) { return k, nil }
+// Configure implements filter.Kind: BitsPerKey, the cap on the local state
+// (12 to 64 bits per key; 0: DefaultMaxBitsPerKey).
+func (k APrefixKind) Configure(o filter.Options) (filter.Kind, error) {
+	if o.BitsPerKey != 0 && (o.BitsPerKey < 12 || o.BitsPerKey > 64) {
+		return nil, fmt.Errorf("%w: aprefix: BitsPerKey %d not in [12, 64] (the cap on the local state; the static part alone takes 11.5)",
+			filter.ErrInvalidOptions, o.BitsPerKey)
+	}
+	k.maxBitsPerKey = uint32(o.BitsPerKey)
+	return k, nil
+}
 
-// Params implements filter.Kind: none.
-func (APrefixKind) Params() filter.Params { return filter.Params{} }
+// Params implements filter.Kind: P1 is the cap on the local state in bits
+// per key (0: the default).
+func (k APrefixKind) Params() filter.Params { return filter.Params{P1: k.maxBitsPerKey} }
 
 // NewBuilder implements filter.Kind.
 func (APrefixKind) NewBuilder(o filter.BuildOptions) filter.Builder {
@@ -151,8 +167,15 @@ func remoteWords(packed []uint64, ext []uint32, m uint64) []uint64 {
 }
 
 // Decode implements filter.Kind; errors wrap filter.ErrCorrupt.
-func (APrefixKind) Decode(_ filter.Params, _ uint64, local []byte, remote filter.Remote) (filter.Filter, error) {
-	f, err := DecodeAdaptive(local, remote)
+func (APrefixKind) Decode(p filter.Params, _ uint64, local []byte, remote filter.Remote) (filter.Filter, error) {
+	centi := uint64(maxCentiBitsPerKey)
+	if p.P1 != 0 {
+		if p.P1 < 12 || p.P1 > 64 {
+			return nil, fmt.Errorf("%w: aprefix: cap of %d bits per key", filter.ErrCorrupt, p.P1)
+		}
+		centi = 100 * uint64(p.P1)
+	}
+	f, err := decodeAdaptive(local, remote, centi)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", filter.ErrCorrupt, err)
 	}
