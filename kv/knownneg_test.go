@@ -71,7 +71,7 @@ func TestFixesSurviveCompaction(t *testing.T) {
 	if testing.Short() {
 		present, absent = 100_000, 20_000
 	}
-	for _, policy := range []string{"taf", "exaf", "stacked"} {
+	for _, policy := range []string{"taf", "exaf", "aprefix", "stacked"} {
 		for _, record := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/record=%v", policy, record), func(t *testing.T) {
 				o := &Options{FS: vfs.NewMem(), Filter: seededPolicy(t, policy, 7)}

@@ -96,7 +96,7 @@ func TestCorruptRemote(t *testing.T) {
 	if testing.Short() {
 		n = 8000
 	}
-	for _, name := range []string{"taf", "exaf"} {
+	for _, name := range []string{"taf", "exaf", "aprefix"} {
 		t.Run(name, func(t *testing.T) {
 			fs := vfs.NewMem()
 			writeTable(t, fs, "t.sst", mustPolicy(t, name, 12), n)
@@ -107,7 +107,8 @@ func TestCorruptRemote(t *testing.T) {
 			// Corrupt every 64-slot chunk: each adaptation must fail.
 			rng := rand.New(rand.NewPCG(4, 5))
 			for c := 0; c*filterpolicy.RemoteChunkSlots < h.RemoteSlots; c++ {
-				pos := off + int64(h.LocalEnd()) + int64(c*(filterpolicy.RemoteChunkSlots*8+4)) + int64(rng.IntN(64*8))
+				slots := min(filterpolicy.RemoteChunkSlots, h.RemoteSlots-c*filterpolicy.RemoteChunkSlots) // the last chunk may be short
+				pos := off + int64(h.LocalEnd()) + int64(c*(filterpolicy.RemoteChunkSlots*8+4)) + int64(rng.IntN(slots*8))
 				b[pos] ^= 0x5a
 			}
 			writeAll(t, fs, "c.sst", b)
@@ -130,9 +131,18 @@ func TestCorruptStateFile(t *testing.T) {
 	if testing.Short() {
 		n, trials = 2000, 12
 	}
+	for _, name := range []string{"taf", "aprefix"} {
+		t.Run(name, func(t *testing.T) { corruptStateFile(t, name, n, trials) })
+	}
+}
+
+// corruptStateFile damages the adaptive state file of a table of policy
+// name in trials ways; every reopen must report ErrStateCorrupt and find
+// every key (the pristine filter is used).
+func corruptStateFile(t *testing.T, name string, n, trials int) {
 	fs := vfs.NewMem()
-	writeTable(t, fs, "t.sst", mustPolicy(t, "taf", 13), n)
-	writeTable(t, fs, "u.sst", mustPolicy(t, "taf", 14), n)
+	writeTable(t, fs, "t.sst", mustPolicy(t, name, 13), n)
+	writeTable(t, fs, "u.sst", mustPolicy(t, name, 14), n)
 	adaptSome := func(path, state string) {
 		r, err := Open(fs, path, ReaderOptions{StatePath: state})
 		require.NoError(t, err)
