@@ -240,7 +240,7 @@ func refine(key fix, cur []fix, stored []uint64, ext uint64) ([]fix, bool) {
 			}
 			p := key
 			p.l = uint8(max(l, int(e.l)))
-			p.bits = uint16(x & (1<<p.l - 1))
+			p.bits = uint32(x & (1<<p.l - 1))
 			if !slices.Contains(out, p) {
 				out = append(out, p)
 			}

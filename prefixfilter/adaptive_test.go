@@ -301,3 +301,29 @@ func TestAdaptiveDecodeCorrupt(t *testing.T) {
 	t.Logf("resealed mutations rejected: %d of 20000", rejected)
 	require.Greater(t, rejected, 1000)
 }
+
+// TestFixLongExtensions: fixes whose extension is longer than 16 bits (a
+// false positive agreeing with the stored key on 16+ extension bits, 2^-16
+// of the fixes) keep every bit, through the group encoding too.
+func TestFixLongExtensions(t *testing.T) {
+	for l := 1; l <= maxExtLen; l++ {
+		stored := uint64(0xabcdef) & extMask
+		ext := stored ^ 1<<(l-1) // agrees on the first l-1 bits
+		set, ok := refine(fix{j: 3, slot: 7}, nil, []uint64{stored}, ext)
+		require.True(t, ok)
+		require.Len(t, set, 1)
+		require.Equal(t, l, int(set[0].l))
+		require.True(t, set[0].passes(stored), "l=%d", l)
+		require.False(t, set[0].passes(ext), "l=%d", l)
+		g, ok := encodeFixGroup(set)
+		require.True(t, ok)
+		back, err := decodeFixGroup(g.w)
+		require.NoError(t, err)
+		require.Equal(t, set, back)
+		require.True(t, g.allows(3, 7, 0, stored))
+		require.False(t, g.allows(3, 7, 0, ext))
+	}
+	// Equal on all 24 bits: cannot be told apart.
+	_, ok := refine(fix{j: 3, slot: 7}, nil, []uint64{0x123456}, 0x123456)
+	require.False(t, ok)
+}

@@ -47,7 +47,7 @@ type fix struct {
 	j    uint8 // the bin's index in its group
 	slot uint8
 	l    uint8
-	bits uint16
+	bits uint32 // the L <= maxExtLen (24) extension bits
 	fp   uint16 // spare fixes only
 }
 
@@ -221,7 +221,7 @@ func (r *bitReader) entry(x *fix) bool {
 		fp = r.read(fpBits)
 	}
 	if x != nil {
-		x.slot, x.l, x.bits, x.fp = slot, uint8(l), uint16(b), uint16(fp)
+		x.slot, x.l, x.bits, x.fp = slot, uint8(l), uint32(b), uint16(fp)
 	}
 	return r.read(1) == 1
 }
@@ -283,7 +283,7 @@ func decodeFixGroup(w []uint64) ([]fix, error) {
 				if !need(l) {
 					return nil, errBadGroup
 				}
-				x.l, x.bits = uint8(l), uint16(r.read(l))
+				x.l, x.bits = uint8(l), uint32(r.read(l))
 				if x.slot == spareSlot {
 					if !need(fpBits + 1) {
 						return nil, errBadGroup

@@ -110,10 +110,10 @@ var extraStores = map[string]func(StoreConfig) (Store, error){}
 
 // defaultKVPolicies are the adaptkv policies of the default run: the static
 // baselines (Pebble's bloom at -bits, the prefix filter), the stacked
-// filter, and the adaptive taf and exaf. The others (none, fuse, rsqf,
+// filter, and the adaptive taf, exaf and aprefix. The others (none, fuse, rsqf,
 // utaf) run with -policies: none probes every table on every Get, and the
 // rest say little the default set does not.
-var defaultKVPolicies = []string{"bloom", "prefix", "stacked", "taf", "exaf"}
+var defaultKVPolicies = []string{"bloom", "prefix", "stacked", "taf", "exaf", "aprefix"}
 
 // defaultPolicies are the default adaptkv policies plus the Pebble peers.
 func defaultPolicies() []string {
