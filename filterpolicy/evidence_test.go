@@ -2,6 +2,7 @@ package filterpolicy
 
 import (
 	"encoding/binary"
+	"flag"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -29,6 +30,20 @@ var contenders = []contender{
 	{"taf", "taf", filter.Options{}},
 	{"aprefix", "aprefix", filter.Options{}},
 	{"aprefix13", "aprefix", filter.Options{BitsPerKey: 13}},
+}
+
+// evidenceLong runs the comparison at n = 100k (the README's figures).
+var evidenceLong = flag.Bool("filterpolicy.long", false, "run the aprefix-against-taf evidence at n = 100k")
+
+// evidenceSize returns n: 100k with -filterpolicy.long, else def (short).
+func evidenceSize(def, short int) int {
+	switch {
+	case *evidenceLong:
+		return 100_000
+	case testing.Short():
+		return short
+	}
+	return def
 }
 
 // buildAdaptiveKind builds c's kind over keys with its remote in memory.
@@ -97,10 +112,10 @@ func requireWithinTAF(t *testing.T, fps map[string]int, as int) {
 // 10 times in a random order; an adaptive filter pays about once per
 // unique false positive. aprefix must stay within 1.1x of taf.
 func TestRepeatedQueriesAPrefixVsTAF(t *testing.T) {
-	n := 20_000
+	n := evidenceSize(20_000, 10_000)
 	ratios := []int{1, 2, 5, 10, 20}
 	if testing.Short() {
-		n, ratios = 10_000, []int{1, 20}
+		ratios = []int{1, 20}
 	}
 	const reps = 10
 	rng := rand.New(rand.NewPCG(43, 44))
@@ -165,10 +180,10 @@ func adversarialRound(t *testing.T, f filter.Adaptive, n int, q [][]byte, rng *r
 // TestAdversarialAPrefixVsTAF: the final round's false positives of the
 // adversarial stream; aprefix must stay within 1.1x of taf.
 func TestAdversarialAPrefixVsTAF(t *testing.T) {
-	n := 20_000
+	n := evidenceSize(20_000, 5_000)
 	ratios := []int{1, 5, 20}
 	if testing.Short() {
-		n, ratios = 5_000, []int{1, 20}
+		ratios = []int{1, 20}
 	}
 	rng := rand.New(rand.NewPCG(45, 46))
 	keys := randomKeys(rng, n, 's')

@@ -19,4 +19,10 @@
 // filter gives 1.3%. Filters are immutable and safe for concurrent use. The
 // binary encoding carries the seed, the sizes and a CRC-32C; Decode validates
 // it fully and answers queries directly over the encoded bytes.
+//
+// AdaptiveFilter (kind "aprefix") is the same filter made adaptive: its bins
+// and spare stay as built, and a false positive adds, beside them, a short
+// extension of the stored fingerprint it matched (the TAF paper's exAF,
+// section 5), read only when a query's bin says "maybe". Queries stay
+// lock-free; see adaptive.go and docs/ARCHITECTURE.md.
 package prefixfilter
