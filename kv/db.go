@@ -13,6 +13,7 @@ import (
 	"github.com/adaptkv/adaptkv/filterpolicy"
 	"github.com/adaptkv/adaptkv/kv/internal/knownneg"
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
+	"github.com/adaptkv/adaptkv/kv/internal/striped"
 	"github.com/adaptkv/adaptkv/sstable"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -43,11 +44,15 @@ type DB struct {
 	wal        *walWriter // used only by the commit leader
 
 	// mu protects the fields below.
-	mu         sync.Mutex
-	mem        *memEntry
-	imm        []*memEntry // full memtables, oldest first; replaced, never mutated
-	current    *version
-	rs         *readState              // what reads see; see loadReadState
+	mu      sync.Mutex
+	mem     *memEntry
+	imm     []*memEntry // full memtables, oldest first; replaced, never mutated
+	current *version
+	rs      *readState // what reads see; see loadReadState
+	// rsNow mirrors rs and closingNow mirrors closing for the lock-free
+	// pin of loadReadState; both are written under mu with their mirror.
+	rsNow      atomic.Pointer[readState]
+	closingNow atomic.Bool
 	liveRS     map[*readState]struct{} // read states with references
 	logNum     uint64
 	snapshots  map[*Snapshot]struct{}
@@ -76,8 +81,9 @@ type DB struct {
 	kn    *knownneg.Sketch
 	knErr error
 
-	gets, flushes, compactions atomic.Uint64
-	walGroups, walSyncs        atomic.Uint64 // commit groups written, fsyncs (tests)
+	gets                 striped.Counter // every Get adds one: striped
+	flushes, compactions atomic.Uint64
+	walGroups, walSyncs  atomic.Uint64 // commit groups written, fsyncs (tests)
 
 	// testHookBeforePin, if set (by tests, before any read), runs in
 	// loadReadState before the read state is pinned.
@@ -584,6 +590,7 @@ func (db *DB) Close() error {
 
 	db.mu.Lock()
 	db.closing = true
+	db.closingNow.Store(true)
 	db.flushCond.Broadcast()
 	db.stallCond.Broadcast()
 	db.mu.Unlock()

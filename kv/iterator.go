@@ -105,14 +105,14 @@ func overlapsBounds(t *compaction.TableMeta, lower, upper []byte) bool {
 type tableIter struct {
 	sstable.Iterator
 	db *DB
-	h  *tcEntry
+	h  tcHandle // released by Close (h.tcEntry nil after)
 }
 
 func (t *tableIter) Close() error {
 	err := t.Iterator.Close()
-	if t.h != nil {
+	if t.h.tcEntry != nil {
 		t.db.tc.release(t.h)
-		t.h = nil
+		t.h = tcHandle{}
 	}
 	return err
 }

@@ -82,7 +82,7 @@ func (db *DB) Metrics() Metrics {
 		}
 	}
 	sum, fBytes, fKeys := db.tc.metrics(live)
-	m.Gets = db.gets.Load()
+	m.Gets = uint64(db.gets.Load())
 	m.FilterChecks = sum.FilterChecks
 	m.FilterNegatives = sum.FilterNegatives
 	m.FalsePositiveProbes = sum.FalsePositiveProbes

@@ -10,6 +10,7 @@ import (
 
 	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
+	"github.com/adaptkv/adaptkv/kv/internal/striped"
 	"github.com/adaptkv/adaptkv/sstable"
 )
 
@@ -25,7 +26,10 @@ import (
 // read state (db.liveRS) holds no reference of the last kind, at no cost to
 // the read path beyond the reference it takes anyway.
 type readState struct {
-	refs  atomic.Int32
+	// refs is striped (package striped): every Get takes and drops one,
+	// and a single shared word would make concurrent Gets contend.
+	refs  striped.RefCount
+	dbRef striped.Ref  // the DB's own reference, dropped by retire
 	iters atomic.Int32 // references held by open iterators
 	mems  []*memtable.MemTable
 	v     *version
@@ -36,59 +40,90 @@ type readState struct {
 type readView struct {
 	*readState
 	seq uint64
+	ref striped.Ref
 }
+
+// release drops the view's reference.
+func (v readView) release() { v.drop(v.ref) }
 
 // loadReadState returns a referenced view of the current state. seq 0 means
 // the latest state: an implicit snapshot, not registered with compactions.
 //
-// The sequence number of an implicit snapshot is read under db.mu after the
-// read state is pinned, never before (as in Pebble). Invariant: every entry
-// with a sequence number <= lastSeq read here is in one of rs.mems or in a
-// table of rs.v, and rs.v holds no entry above it, so the newest version
-// that compactions kept of any key is visible:
+// The pin takes no lock: it loads the current state (db.rsNow), takes a
+// reference unless the state was already retired (its count reached zero),
+// and, for an implicit snapshot, reads lastSeq and then checks that the
+// state is still current, retrying otherwise. So the sequence number is
+// read after the pin with no memtable switch or version install in between,
+// as if both happened in one critical section of db.mu (as in Pebble's
+// loadReadState, which pins under a read lock and then reads the visible
+// sequence number). Invariant: every entry with a sequence number <= lastSeq
+// read here is in one of rs.mems or in a table of rs.v, and rs.v holds no
+// entry above it, so the newest version that compactions kept of any key is
+// visible:
 //   - the commit leader inserts a group into db.mem's memtable, then
 //     publishes lastSeq; it switches memtables (rotateMemtable) only before
 //     inserting a group, under db.mu, together with a new db.rs. So the
 //     memtable of any published entry is db.mem or in db.imm of the db.rs
-//     pinned in the same critical section (a switch after it happens before
-//     the next group's insert and publish, which this lastSeq cannot see);
+//     current when lastSeq was read; the check after the read makes that the
+//     pinned one (a switch before the read publishes a new db.rsNow before
+//     the group's publish, and the check sees it);
 //   - db.imm holds only published groups, and a flush moves one from db.imm
 //     to a table of the version in one critical section (logAndApply's
-//     install): the pinned state has the memtable or the table, and its
-//     tables hold only entries published before it was pinned.
+//     install, which also replaces db.rs): the pinned state has the memtable
+//     or the table, and its tables hold only entries published before it was
+//     pinned.
 //
 // Reading lastSeq first (before the pin) breaks this: a newer version
 // written, flushed and compacted in between replaces the one the reader
 // may see with one it may not (compactions keep only the newest version
 // above the oldest registered snapshot), and the key seems absent.
 //
-// After Close began it returns ErrClosed.
+// After Close began it returns ErrClosed: Close sets closingNow and then
+// counts the references (waitReads); the pin takes its reference and then
+// reads closingNow, so one of the two sees the other.
 func (db *DB) loadReadState(seq uint64) (readView, error) {
 	if db.testHookBeforePin != nil {
 		db.testHookBeforePin()
 	}
-	db.mu.Lock()
-	if db.closing {
-		db.mu.Unlock()
-		return readView{}, ErrClosed
+	for {
+		rs := db.rsNow.Load()
+		ref, ok := rs.refs.TryAcquire()
+		if !ok {
+			continue // retired between the load and the reference
+		}
+		if db.closingNow.Load() {
+			rs.drop(ref)
+			return readView{}, ErrClosed
+		}
+		if seq != 0 {
+			return readView{rs, seq, ref}, nil
+		}
+		s := db.lastSeq.Load() + 1
+		if db.rsNow.Load() != rs {
+			rs.drop(ref)
+			continue
+		}
+		return readView{rs, s, ref}, nil
 	}
-	rs := db.rs
-	rs.refs.Add(1)
-	if seq == 0 {
-		seq = db.lastSeq.Load() + 1
-	}
-	db.mu.Unlock()
-	return readView{rs, seq}, nil
 }
 
-func (rs *readState) release() {
-	if rs.refs.Add(-1) == 0 {
-		db := rs.v.db
-		db.mu.Lock()
-		delete(db.liveRS, rs)
-		db.mu.Unlock()
-		rs.v.unref()
-	}
+// drop drops a reference; the last one of a retired state frees it.
+func (rs *readState) drop(ref striped.Ref) { rs.refs.Release(ref) }
+
+// free forgets a retired state no one references (refs' OnFree).
+func (rs *readState) free() {
+	db := rs.v.db
+	db.mu.Lock()
+	delete(db.liveRS, rs)
+	db.mu.Unlock()
+	rs.v.unref()
+}
+
+// retire drops the DB's own reference of a state that is no longer db.rs:
+// no new reference is taken, and the last one frees it.
+func (rs *readState) retire() {
+	rs.refs.Close()
+	rs.drop(rs.dbRef)
 }
 
 // readsInFlight reports whether a Get or an iterator construction holds a
@@ -97,7 +132,7 @@ func (db *DB) readsInFlight() bool {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	for rs := range db.liveRS {
-		n := rs.refs.Load() - rs.iters.Load()
+		n := rs.refs.Held() - int64(rs.iters.Load())
 		if rs == db.rs {
 			n-- // the DB's own reference
 		}
@@ -127,7 +162,8 @@ func (db *DB) waitReads() {
 func (db *DB) newReadStateLocked() *readState {
 	rs := &readState{v: db.current}
 	rs.v.ref()
-	rs.refs.Store(1)
+	rs.refs.OnFree(rs.free)
+	rs.dbRef = rs.refs.Acquire()
 	db.liveRS[rs] = struct{}{}
 	rs.mems = make([]*memtable.MemTable, 0, 1+len(db.imm))
 	rs.mems = append(rs.mems, db.mem.mt)
@@ -136,12 +172,13 @@ func (db *DB) newReadStateLocked() *readState {
 	}
 	old := db.rs
 	db.rs = rs
+	db.rsNow.Store(rs)
 	return old
 }
 
 func releaseReadState(rs *readState) {
 	if rs != nil {
-		rs.release()
+		rs.retire()
 	}
 }
 
@@ -155,7 +192,7 @@ func (db *DB) get(key []byte, seq uint64) ([]byte, error) {
 	if db.closed.Load() {
 		return nil, ErrClosed
 	}
-	db.gets.Add(1)
+	db.gets.Add(1) // striped: every Get counts
 	// In flight while it holds rs: Close waits for this read before it
 	// closes the tables (or the read fails here with ErrClosed).
 	rs, err := db.loadReadState(seq)

@@ -1,22 +1,33 @@
 package kv
 
 import (
-	"container/list"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 
+	"github.com/adaptkv/adaptkv/kv/internal/striped"
 	"github.com/adaptkv/adaptkv/sstable"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // tableCache keeps at most max tables open (more while readers hold them),
-// closing the least recently used idle one. Closing a reader saves its
-// adaptive filter state (sstable.ReaderOptions.StatePath; never in a
-// read-only store, which only loads it) and adds its
-// counters to the running totals, so Metrics covers closed and deleted
-// tables too.
+// closing an idle one the clock hand finds unused. Closing a reader saves
+// its adaptive filter state (sstable.ReaderOptions.StatePath; never in a
+// read-only store, which only loads it) and adds its counters to the
+// running totals, so Metrics covers closed and deleted tables too.
+//
+// A lookup of an open table takes no lock: it reads an immutable snapshot of
+// the map (republished under mu whenever a table opens or closes), takes a
+// reference with a compare-and-swap that fails once the entry was claimed
+// for closing, and sets the entry's clock bit (a second-chance eviction
+// instead of LRU list moves, as Pebble's table cache does). Releasing is an
+// atomic decrement; only the last release of a removed entry, or of any
+// entry while the cache is over its size, takes the lock. Opening,
+// eviction and closing stay under mu. See docs/ARCHITECTURE.md, "One read,
+// end to end".
 //
 // The cache owns one reference to the block cache. closeAll closes the idle
 // readers; a reader still in use (by an iterator left open at DB.Close) is
@@ -29,9 +40,16 @@ type tableCache struct {
 	max      int
 	readOnly bool
 
+	// snap is a copy of m for lock-free lookups.
+	snap atomic.Pointer[map[uint64]*tcEntry]
+	// overfull: the last eviction left more than max tables open (all in
+	// use), so releases take the lock to evict.
+	overfull atomic.Bool
+
 	mu         sync.Mutex
 	m          map[uint64]*tcEntry
-	lru        list.List // of *tcEntry, most recent first
+	clock      []*tcEntry // the entries of m, in the order the hand visits them
+	hand       int
 	closedSum  sstable.Metrics
 	lastFilter map[uint64]filterSize // last known filter size of live tables not open
 	closeErr   error
@@ -46,42 +64,106 @@ type filterSize struct{ bytes, keys uint64 }
 
 type tcEntry struct {
 	fileNum uint64
-	r       *sstable.Reader
-	refs    int
-	elem    *list.Element
-	gone    bool          // removed from the cache while in use: close on last release
-	ready   chan struct{} // closed once r or err is set
+	r       *sstable.Reader // set (with err) before opened; nil once closed
 	err     error
+	// refs counts the users; striped, so that lookups of one table from
+	// several cores do not write one cache line. Closed (by claim, under
+	// mu) when the reader is to be closed.
+	refs   striped.RefCount
+	used   atomic.Bool // clock bit: looked up since the hand last passed
+	opened atomic.Bool // r or err is set and ready is closed
+	gone   atomic.Bool // removed from the cache while in use: close on last release
+	dead   bool        // claimed for closing (under mu)
+	ready  chan struct{}
+}
+
+// tcHandle is a referenced entry: what get returns and release takes.
+type tcHandle struct {
+	*tcEntry
+	ref striped.Ref
+}
+
+// claimLocked marks an unused entry for closing; false if it is in use or
+// already claimed.
+func (e *tcEntry) claimLocked() bool {
+	if e.dead || !e.refs.CloseIfIdle() {
+		return false
+	}
+	e.dead = true
+	return true
 }
 
 func newTableCache(fs vfs.FS, dir string, cache *pebble.Cache, max int, readOnly bool) *tableCache {
-	return &tableCache{fs: fs, dir: dir, cache: cache, max: max, readOnly: readOnly,
+	tc := &tableCache{fs: fs, dir: dir, cache: cache, max: max, readOnly: readOnly,
 		m: make(map[uint64]*tcEntry), lastFilter: make(map[uint64]filterSize)}
+	tc.publishLocked()
+	return tc
+}
+
+// publishLocked republishes the lookup snapshot from m.
+func (tc *tableCache) publishLocked() {
+	snap := make(map[uint64]*tcEntry, len(tc.m))
+	for fn, e := range tc.m {
+		snap[fn] = e
+	}
+	tc.snap.Store(&snap)
+}
+
+// addLocked puts e in m and on the clock.
+func (tc *tableCache) addLocked(e *tcEntry) {
+	tc.m[e.fileNum] = e
+	tc.clock = append(tc.clock, e)
+}
+
+// removeLocked takes e out of m and off the clock.
+func (tc *tableCache) removeLocked(e *tcEntry) {
+	delete(tc.m, e.fileNum)
+	if i := slices.Index(tc.clock, e); i >= 0 {
+		tc.clock = slices.Delete(tc.clock, i, i+1)
+		if tc.hand > i {
+			tc.hand--
+		}
+	}
 }
 
 // get returns the open reader of table fn with a reference; release it.
-// The table is opened outside the cache's lock; concurrent gets of the same
-// table wait for the one open.
-func (tc *tableCache) get(fn uint64) (*tcEntry, error) {
+// An open table is found without locking; the table is opened outside the
+// cache's lock, and concurrent gets of the same table wait for the one open.
+func (tc *tableCache) get(fn uint64) (tcHandle, error) {
+	if e := (*tc.snap.Load())[fn]; e != nil && e.opened.Load() && e.err == nil {
+		if ref, ok := e.refs.TryAcquire(); ok {
+			if !e.used.Load() {
+				e.used.Store(true)
+			}
+			return tcHandle{e, ref}, nil
+		}
+	}
+	return tc.getSlow(fn)
+}
+
+// getSlow is get for a table not open (or opening, failed, or being closed).
+func (tc *tableCache) getSlow(fn uint64) (tcHandle, error) {
 	tc.mu.Lock()
 	if tc.closed {
 		tc.mu.Unlock()
-		return nil, ErrClosed
+		return tcHandle{}, ErrClosed
 	}
 	if e := tc.m[fn]; e != nil {
-		e.refs++
-		tc.lru.MoveToFront(e.elem)
+		// Entries in m are never claimed (claiming removes them, under mu).
+		h := tcHandle{e, e.refs.Acquire()}
+		e.used.Store(true)
 		tc.mu.Unlock()
 		<-e.ready
 		if e.err != nil {
-			tc.release(e)
-			return nil, e.err
+			tc.release(h)
+			return tcHandle{}, e.err
 		}
-		return e, nil
+		return h, nil
 	}
-	e := &tcEntry{fileNum: fn, refs: 1, ready: make(chan struct{})}
-	e.elem = tc.lru.PushFront(e)
-	tc.m[fn] = e
+	e := &tcEntry{fileNum: fn, ready: make(chan struct{})}
+	h := tcHandle{e, e.refs.Acquire()}
+	tc.addLocked(e)
+	tc.publishLocked()
 	tc.readers++
 	tc.mu.Unlock()
 
@@ -103,41 +185,65 @@ func (tc *tableCache) get(fn uint64) (*tcEntry, error) {
 	}
 	e.r, e.err = r, err
 	close(e.ready)
+	e.opened.Store(true)
 	if err != nil {
 		tc.readerClosedLocked()
 		// Forget the failed open, so that a later get retries it.
 		if tc.m[fn] == e {
-			tc.lru.Remove(e.elem)
-			delete(tc.m, fn)
+			tc.removeLocked(e)
+			tc.publishLocked()
 		}
-		e.gone = true
-		e.refs--
-		return nil, err
+		e.gone.Store(true)
+		e.refs.Drop(h.ref)
+		return tcHandle{}, err
 	}
 	tc.evictLocked()
-	return e, nil
+	return h, nil
 }
 
-func (tc *tableCache) release(e *tcEntry) {
+// release drops a reference taken by get. Only the last release of a
+// removed entry, or any release while the cache is over its size, locks.
+func (tc *tableCache) release(h tcHandle) {
+	e := h.tcEntry
+	e.refs.Drop(h.ref)
+	if !e.gone.Load() && !tc.overfull.Load() {
+		return
+	}
 	tc.mu.Lock()
-	e.refs--
-	if e.refs == 0 && e.gone {
+	if e.gone.Load() && e.claimLocked() {
 		tc.closeLocked(e)
 	}
 	tc.evictLocked()
 	tc.mu.Unlock()
 }
 
+// evictLocked closes idle tables while more than max are open: the clock
+// hand clears the bit of a recently used entry and closes an unused idle
+// one (second chance). Entries in use or still opening are passed over;
+// when a whole turn finds nothing to close, overfull makes releases retry.
 func (tc *tableCache) evictLocked() {
-	for el := tc.lru.Back(); el != nil && len(tc.m) > tc.max; {
-		e := el.Value.(*tcEntry)
-		prev := el.Prev()
-		if e.refs == 0 {
-			tc.lru.Remove(el)
-			delete(tc.m, e.fileNum)
-			tc.closeLocked(e)
+	changed := false
+	for idle := 0; len(tc.m) > tc.max && idle < 2*len(tc.clock); idle++ {
+		if tc.hand >= len(tc.clock) {
+			tc.hand = 0
 		}
-		el = prev
+		e := tc.clock[tc.hand]
+		if e.used.Load() {
+			e.used.Store(false)
+			tc.hand++
+			continue
+		}
+		if !e.opened.Load() || e.err != nil || !e.claimLocked() {
+			tc.hand++
+			continue
+		}
+		tc.removeLocked(e)
+		tc.closeLocked(e)
+		changed, idle = true, 0
+	}
+	tc.overfull.Store(len(tc.m) > tc.max)
+	if changed {
+		tc.publishLocked()
 	}
 }
 
@@ -147,7 +253,7 @@ func (tc *tableCache) closeLocked(e *tcEntry) {
 	}
 	m := e.r.Metrics()
 	addMetrics(&tc.closedSum, m)
-	if !e.gone {
+	if !e.gone.Load() {
 		tc.lastFilter[e.fileNum] = filterSize{m.FilterBytes, m.FilterKeys}
 	}
 	if err := e.r.Close(); err != nil && tc.closeErr == nil {
@@ -183,10 +289,10 @@ func (tc *tableCache) evict(fn uint64) {
 	if e == nil {
 		return
 	}
-	tc.lru.Remove(e.elem)
-	delete(tc.m, fn)
-	e.gone = true
-	if e.refs == 0 {
+	tc.removeLocked(e)
+	tc.publishLocked()
+	e.gone.Store(true)
+	if e.claimLocked() {
 		tc.closeLocked(e)
 	}
 }
@@ -203,11 +309,12 @@ func (tc *tableCache) closeAll() error {
 		return tc.closeErr
 	}
 	tc.closed = true
-	for fn, e := range tc.m {
-		tc.lru.Remove(e.elem)
-		delete(tc.m, fn)
-		e.gone = true
-		if e.refs == 0 {
+	entries := slices.Clone(tc.clock)
+	tc.m, tc.clock, tc.hand = map[uint64]*tcEntry{}, nil, 0
+	tc.publishLocked()
+	for _, e := range entries {
+		e.gone.Store(true)
+		if e.claimLocked() {
 			tc.closeLocked(e)
 		} else if e.r != nil && !tc.readOnly {
 			if err := e.r.SaveState(); err != nil && tc.closeErr == nil {

@@ -10,8 +10,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
+	"github.com/adaptkv/adaptkv/internal/stripe"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage"
 	psst "github.com/cockroachdb/pebble/v2/sstable"
@@ -144,15 +144,9 @@ func numReadShards(procs int) int {
 	return n
 }
 
-// shardFor returns the calling goroutine's stripe. Go offers no cheap
-// "current CPU" or goroutine id, so the hint is the address of a local
-// variable: goroutine stacks are disjoint (2 KiB at least), so the
-// address, hashed, is stable for one goroutine calling from one place and
-// differs between goroutines. A collision only costs speed.
+// shardFor returns the calling goroutine's stripe (see package stripe).
 func (r *Reader) shardFor() *readShard {
-	var marker byte
-	h := uint64(uintptr(unsafe.Pointer(&marker))>>11) * 0x9E3779B97F4A7C15
-	return &r.shards[uintptr(h>>32)&r.shardMask]
+	return &r.shards[uintptr(stripe.Hint())&r.shardMask]
 }
 
 // enter registers a lookup; it returns nil if the Reader is closed. The

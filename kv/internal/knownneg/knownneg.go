@@ -31,6 +31,7 @@ import (
 	"unsafe"
 
 	"github.com/adaptkv/adaptkv/filterpolicy/filter"
+	"github.com/adaptkv/adaptkv/kv/internal/striped"
 )
 
 // DefaultCapacity is the number of keys a Sketch holds by default (about
@@ -93,8 +94,8 @@ type Sketch struct {
 	seed     uint64 // of hash; set before use (New, or Decode of an empty sketch)
 	setMask  uint64
 	sets     []set
-	counted  atomic.Uint64 // counted weight since the last aging
-	held     atomic.Int64  // slots in use
+	counted  striped.Counter // counted weight since the last aging (striped: every sampled hit adds)
+	held     atomic.Int64    // slots in use
 
 	mu       sync.Mutex
 	keys     []string // per slot (set*ways + way); under mu
@@ -192,11 +193,14 @@ func (s *Sketch) Add(key []byte, weight uint64) {
 // age adds weight to the counted queries and halves every count once they
 // reach agingPeriod per slot.
 func (s *Sketch) age(weight uint64) {
-	if s.counted.Add(weight) < uint64(agingPeriod*len(s.keys)) || !s.mu.TryLock() {
+	period := int64(agingPeriod * len(s.keys))
+	// A stripe holding less than its share cannot complete the period:
+	// only then is the total summed (the caller's stripe alone is written).
+	if s.counted.Add(int64(weight)) < period/striped.Stripes || s.counted.Load() < period || !s.mu.TryLock() {
 		return
 	}
 	defer s.mu.Unlock()
-	if s.counted.Load() < uint64(agingPeriod*len(s.keys)) {
+	if s.counted.Load() < period {
 		return // another goroutine aged first
 	}
 	for i := range s.sets {
@@ -207,7 +211,7 @@ func (s *Sketch) age(weight uint64) {
 			c.Store(c.Load() / 2)
 		}
 	}
-	s.counted.Store(0)
+	s.counted.Reset()
 }
 
 // insertLocked counts key (hash h) weight times, the Space-Saving update
@@ -293,7 +297,7 @@ type slotKey struct {
 func (s *Sketch) Snapshot() List {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	counted := s.counted.Load()
+	counted := uint64(s.counted.Load())
 	if s.last != nil && len(s.dirty) == 0 && !s.rebuild &&
 		counted >= s.lastCounted && counted-s.lastCounted < uint64(len(s.keys)) {
 		return s.last
