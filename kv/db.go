@@ -196,6 +196,33 @@ func (db *DB) warmTables() {
 
 func (db *DB) allocFileNum() uint64 { return db.nextFileNum.Add(1) - 1 }
 
+// checkNoStoreFiles reports ErrCorruption when dir, which has no CURRENT,
+// holds what only an opened store writes: a table, an adaptive state file,
+// the known negatives or a WAL with records. Without CURRENT the store
+// would open empty beside them, silently without its data. (A MANIFEST and
+// an empty WAL alone are what a crash during a store's first Open leaves.)
+func checkNoStoreFiles(fs vfs.FS, dir string) error {
+	names, err := fs.List(dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		ft, _ := parseFileName(n)
+		bad := ft == fileTypeTable || ft == fileTypeState || n == knownNegFileName
+		if ft == fileTypeWAL {
+			st, err := fs.Stat(fs.PathJoin(dir, n))
+			if err != nil {
+				return err
+			}
+			bad = st.Size() > 0
+		}
+		if bad {
+			return fmt.Errorf("%w: %s has no %s but holds store file %s", ErrCorruption, dir, currentFileName, n)
+		}
+	}
+	return nil
+}
+
 func (db *DB) recover() error {
 	fs, dir := db.fs, db.dir
 	st := &manifestState{nextFileNum: 1}
@@ -208,6 +235,8 @@ func (db *DB) recover() error {
 		return err
 	} else if db.opts.ReadOnly {
 		return fmt.Errorf("kv: open %s read-only: no store there: %w", dir, err)
+	} else if err := checkNoStoreFiles(fs, dir); err != nil {
+		return err
 	}
 	names, err := fs.List(dir)
 	if err != nil {
