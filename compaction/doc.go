@@ -3,9 +3,14 @@
 // kv read path are built on.
 //
 // Picking (Pick, PickRange) follows Pebble and RocksDB: L0 holds flushed
-// tables that may overlap and is compacted into L1 when it has L0Trigger
-// tables; L1..L6 are sorted runs whose target sizes grow by LevelRatio from
-// BaseLevelBytes (64 MiB by default), and the level with the highest
+// tables that may overlap and is compacted into the base level when it has
+// L0Trigger tables; L1..L6 are sorted runs. The base level and the level
+// targets are dynamic, as Pebble's (BaseLevel): derived from the data in
+// the tree, so a small store compacts L0 straight into the last level and
+// a growing one moves its base up, with no empty middle level in between;
+// targets grow from BaseLevelBytes (64 MiB by default) at the base level to
+// the last level's share. (StaticLevelTargets: L0 into L1, L1..L5 targets
+// growing by LevelRatio from BaseLevelBytes.) The level with the highest
 // size/target score >= 1 is compacted into the next one, starting from the
 // table whose overlap with the next level is smallest relative to its size.
 // A plan never takes a table that is busy in a running compaction and never

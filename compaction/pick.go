@@ -39,6 +39,10 @@ type Options struct {
 	// TargetFileSize is the output table size for Run (RunOptions); Pick
 	// does not use it.
 	TargetFileSize uint64
+	// StaticLevelTargets turns the dynamic base level off: L0 compacts
+	// into L1 and Ln's target is BaseLevelBytes * LevelRatio^(n-1) (RocksDB
+	// without level_compaction_dynamic_level_bytes). Off by default.
+	StaticLevelTargets bool
 }
 
 // Validate reports options that cannot be used, wrapping ErrInvalidOptions.
@@ -70,8 +74,9 @@ func (o Options) WithDefaults() Options {
 	return o
 }
 
-// LevelTarget returns the target size of level (1..NumLevels-1):
-// BaseLevelBytes * LevelRatio^(level-1). Zero fields take the defaults.
+// LevelTarget returns the static target size of level (1..NumLevels-1):
+// BaseLevelBytes * LevelRatio^(level-1), used with StaticLevelTargets (the
+// default targets are dynamic: BaseLevel). Zero fields take the defaults.
 func (o Options) LevelTarget(level int) uint64 {
 	o = o.WithDefaults()
 	t := float64(o.BaseLevelBytes) * math.Pow(o.LevelRatio, float64(level-1))
@@ -138,10 +143,73 @@ func (p *Plan) IsBottommost(levels [NumLevels][]*TableMeta) bool {
 	return true
 }
 
+// BaseLevel returns the level L0 compacts into and the target size of each
+// level from it down to L5 (0 for the levels above it and for the last
+// level, which has no target). With StaticLevelTargets it is L1 and the
+// static targets (LevelTarget). It is Pebble's dynamic base level
+// ("dynamic level bytes", facts from Pebble's compaction picker): the
+// targets are derived from the data actually in the tree, not from L1 up,
+// so a small store has no empty middle levels to pass through and a point
+// read checks L0, then one table per populated level.
+//
+// With no data below L0 the base is the last level. Otherwise the last
+// level's share of the data in a steady tree, total - total/ratio, is
+// divided by the ratio once per level from the last level up to the first
+// populated one; while that exceeds BaseLevelBytes, the base moves one level
+// up (and the size is divided again). The base level's target is
+// BaseLevelBytes, and each level below it multiplies by the ratio that
+// spreads BaseLevelBytes to the last level's share evenly.
+func BaseLevel(levels [NumLevels][]*TableMeta, opts Options) (base int, targets [NumLevels]uint64) {
+	opts = opts.WithDefaults()
+	if opts.StaticLevelTargets {
+		for l := 1; l < NumLevels-1; l++ {
+			targets[l] = opts.LevelTarget(l)
+		}
+		return 1, targets
+	}
+	first, total := 0, uint64(0)
+	for l := 1; l < NumLevels; l++ {
+		if size := sumSize(levels[l]); size > 0 {
+			if first == 0 {
+				first = l
+			}
+			total += size
+		}
+	}
+	if total == 0 {
+		return NumLevels - 1, targets
+	}
+	total += sumSize(levels[0])
+	bottom := float64(total) - float64(total)/opts.LevelRatio
+	cur := bottom
+	for l := NumLevels - 2; l >= first; l-- {
+		cur /= opts.LevelRatio
+	}
+	base = first
+	for base > 1 && cur > float64(opts.BaseLevelBytes) {
+		base--
+		cur /= opts.LevelRatio
+	}
+	mult := 1.0
+	if base < NumLevels-1 {
+		mult = math.Pow(bottom/float64(opts.BaseLevelBytes), 1/float64(NumLevels-1-base))
+	}
+	size := float64(opts.BaseLevelBytes)
+	for l := base; l < NumLevels-1; l++ {
+		if l > base {
+			size *= mult
+		}
+		targets[l] = uint64(max(1, math.Round(size)))
+	}
+	return base, targets
+}
+
 // Scores returns the compaction score of each level: for L0 the number of
-// tables not busy over L0Trigger; for L1..L5 the size of the tables not
-// busy over the level's target size; 0 for the last level, which has no
-// level to compact into. (Busy tables are leaving their level already.)
+// tables not busy over L0Trigger; for the levels from the base level
+// (BaseLevel) to L5 the size of the tables not busy over the level's
+// target size; 0 for the levels above the base level (empty) and for the
+// last level, which has no level to compact into. (Busy tables are leaving
+// their level already.)
 func Scores(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint64) bool) [NumLevels]float64 {
 	opts = opts.WithDefaults()
 	busy = orNotBusy(busy)
@@ -153,14 +221,15 @@ func Scores(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint
 		}
 	}
 	s[0] = float64(n) / float64(opts.L0Trigger)
-	for l := 1; l < NumLevels-1; l++ {
+	base, targets := BaseLevel(levels, opts)
+	for l := base; l < NumLevels-1; l++ {
 		var size uint64
 		for _, t := range levels[l] {
 			if !busy(t.FileNum) {
 				size += t.Size
 			}
 		}
-		s[l] = float64(size) / float64(opts.LevelTarget(l))
+		s[l] = float64(size) / float64(targets[l])
 	}
 	return s
 }
@@ -202,10 +271,11 @@ func Pick(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint64
 		}
 	}
 	sort.SliceStable(order, func(i, j int) bool { return scores[order[i]] > scores[order[j]] })
+	base, _ := BaseLevel(levels, opts)
 	for _, l := range order {
 		var p *Plan
 		if l == 0 {
-			p = pickL0(levels, busy)
+			p = pickL0(levels, base, busy)
 		} else {
 			p = pickLevel(levels, l, busy)
 		}
@@ -217,7 +287,10 @@ func Pick(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint64
 	return nil
 }
 
-func pickL0(levels [NumLevels][]*TableMeta, busy func(uint64) bool) *Plan {
+// pickL0 picks the L0 compaction into base, the base level: every level
+// above it is empty (BaseLevel never puts the base below a populated
+// level), so moving L0 data past them keeps newer versions above older.
+func pickL0(levels [NumLevels][]*TableMeta, base int, busy func(uint64) bool) *Plan {
 	var best []*TableMeta
 	var bestOldest uint64
 	for _, comp := range l0Components(levels[0]) {
@@ -229,9 +302,9 @@ func pickL0(levels [NumLevels][]*TableMeta, busy func(uint64) bool) *Plan {
 			oldest = min(oldest, t.FileNum)
 		}
 		if best == nil || len(comp) > len(best) || (len(comp) == len(best) && oldest < bestOldest) {
-			// Check the L1 side before preferring this set.
+			// Check the base level's side before preferring this set.
 			lo, hi := keyRange(comp)
-			if anyBusy(overlapping(levels[1], lo, hi), busy) {
+			if anyBusy(overlapping(levels[base], lo, hi), busy) {
 				continue
 			}
 			best, bestOldest = comp, oldest
@@ -241,7 +314,7 @@ func pickL0(levels [NumLevels][]*TableMeta, busy func(uint64) bool) *Plan {
 		return nil
 	}
 	lo, hi := keyRange(best)
-	return &Plan{Level: 0, OutputLevel: 1, Inputs: inLevelOrder(levels[0], best), Overlapping: overlapping(levels[1], lo, hi)}
+	return &Plan{Level: 0, OutputLevel: base, Inputs: inLevelOrder(levels[0], best), Overlapping: overlapping(levels[base], lo, hi)}
 }
 
 func pickLevel(levels [NumLevels][]*TableMeta, level int, busy func(uint64) bool) *Plan {

@@ -3,6 +3,7 @@ package compaction
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"math/rand"
 	"slices"
 	"testing"
@@ -109,7 +110,7 @@ func TestPickL0Components(t *testing.T) {
 }
 
 func TestPickSizeScores(t *testing.T) {
-	opts := Options{BaseLevelBytes: 100, LevelRatio: 10}
+	opts := Options{BaseLevelBytes: 100, LevelRatio: 10, StaticLevelTargets: true}
 	var levels [NumLevels][]*TableMeta
 	levels[1] = []*TableMeta{tm(1, 40, "a", "c"), tm(2, 40, "d", "f"), tm(3, 40, "g", "i")} // 120/100
 	levels[2] = []*TableMeta{tm(10, 300, "a", "b"), tm(11, 10, "e", "e"), tm(12, 500, "h", "z")}
@@ -157,7 +158,7 @@ func TestPickSizeScores(t *testing.T) {
 }
 
 func TestPickBoundaryExpansion(t *testing.T) {
-	opts := Options{BaseLevelBytes: 10, LevelRatio: 1000}
+	opts := Options{BaseLevelBytes: 10, LevelRatio: 1000, StaticLevelTargets: true}
 	k := func(fileNum, size uint64, lo string, loSeq uint64, hi string, hiSeq uint64) *TableMeta {
 		return &TableMeta{FileNum: fileNum, Size: size,
 			Smallest: sstable.InternalKey{UserKey: []byte(lo), Seq: loSeq, Kind: sstable.KindSet},
@@ -553,4 +554,50 @@ func TestPickConcurrentPlansDisjoint(t *testing.T) {
 		}
 	}
 	require.Greater(t, concurrent, rounds/4, "the simulation must run plans side by side")
+}
+
+// TestBaseLevel: the dynamic base level follows the data (Pebble's dynamic
+// level bytes): an empty tree and a small one compact L0 straight into the
+// last level; a larger last level moves the base up, with targets growing
+// evenly from BaseLevelBytes to the last level's share.
+func TestBaseLevel(t *testing.T) {
+	const mib = 1 << 20
+	var levels [NumLevels][]*TableMeta
+	base, targets := BaseLevel(levels, Options{})
+	require.Equal(t, NumLevels-1, base, "empty tree")
+	require.Equal(t, [NumLevels]uint64{}, targets)
+
+	levels[NumLevels-1] = []*TableMeta{tm(1, 50*mib, "a", "z")}
+	base, _ = BaseLevel(levels, Options{})
+	require.Equal(t, NumLevels-1, base, "50 MiB fits the base level's 64 MiB")
+
+	levels[NumLevels-1] = []*TableMeta{tm(1, 10<<30, "a", "z")}
+	base, targets = BaseLevel(levels, Options{})
+	// Last level's share 9 GiB: /10 per level up while above 64 MiB:
+	// 900 MiB at L5, 90 MiB at L4, 9 MiB at L3.
+	require.Equal(t, 3, base)
+	require.Equal(t, uint64(64*mib), targets[3])
+	mult := math.Pow(9*1024.0/64, 1.0/3)
+	require.InEpsilon(t, 64*mib*mult, float64(targets[4]), 1e-6)
+	require.InEpsilon(t, 64*mib*mult*mult, float64(targets[5]), 1e-6)
+	require.Zero(t, targets[2])
+	require.Zero(t, targets[NumLevels-1])
+
+	// A populated upper level caps the base there.
+	levels[2] = []*TableMeta{tm(2, mib, "a", "b")}
+	base, _ = BaseLevel(levels, Options{})
+	require.Equal(t, 2, base)
+
+	// L0 compacts into the base level, with the base level's overlaps.
+	var small [NumLevels][]*TableMeta
+	small[NumLevels-1] = []*TableMeta{tm(1, 10*mib, "a", "f"), tm(2, 10*mib, "g", "m"), tm(3, 10*mib, "n", "z")}
+	small[0] = []*TableMeta{tm(10, mib, "b", "h"), tm(11, mib, "c", "d"), tm(12, mib, "e", "i"), tm(13, mib, "b", "c")}
+	p := Pick(small, Options{}, nil)
+	require.NotNil(t, p)
+	require.Equal(t, 0, p.Level)
+	require.Equal(t, NumLevels-1, p.OutputLevel)
+	require.Equal(t, []uint64{1, 2}, fileNums(p.Overlapping))
+	// Static targets keep L1 as the base.
+	p = Pick(small, Options{StaticLevelTargets: true}, nil)
+	require.Equal(t, 1, p.OutputLevel)
 }
