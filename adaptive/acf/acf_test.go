@@ -391,3 +391,64 @@ func BenchmarkACF(b *testing.B) {
 		})
 	}
 }
+
+// TestMutuallyUnfixableSet shows the ACF paper's lower bound (section 5.2,
+// Theorem 12) on the Cuckooing ACF: for a stored element x, a set of k
+// queries, one colliding with x in each of its k tables (same bin and
+// fingerprint), is "mutually unfixable": whichever table x is in, one of
+// them is a false positive, and fixing it moves x to the table where the
+// next one collides. Asked in turn, every query is a false positive,
+// forever: the adversary wins the adaptivity game. (The paper's adversary
+// finds such sets by querying alone, a birthday search over O(n) queries;
+// at our fingerprint widths it needs far more keys than a test can store,
+// so the test builds the set knowing the hashes.) A taf or aprefix fix
+// instead grows what the filter stores for the colliding slot (a longer
+// selector code or extension), which a set of queries would have to match
+// in ever more bits.
+func TestMutuallyUnfixableSet(t *testing.T) {
+	const n, seed = 2000, 77
+	k := configured(t, CuckooingKind, filter.Options{FingerprintBits: 8})
+	f, _ := build(t, k, n, seed)
+	x := key(0)
+	hx := elementHash(f.seed, x)
+	st := f.st.Load()
+	i := f.p.lookup(st, hx)
+	require.GreaterOrEqual(t, i, 0)
+	home := i / (f.p.bins * f.p.b) // x's table now
+
+	// One query per table that collides with x there: bin and fingerprint.
+	r := rand.New(rand.NewPCG(5, 6))
+	queries := make([][]byte, f.p.k)
+	for tb := range f.p.k {
+		for tries := 0; ; tries++ {
+			require.Less(t, tries, 1<<26, "no collision found for table %d", tb)
+			q := fmt.Appendf(nil, "adversary-%d-%d", tb, r.Uint64())
+			hq := elementHash(f.seed, q)
+			if f.p.loc(st.salt, hq, tb) == f.p.loc(st.salt, hx, tb) && f.p.fp(hq, 0) == f.p.fp(hx, 0) {
+				queries[tb] = q
+				break
+			}
+		}
+	}
+	const rounds = 50
+	fps := 0
+	for round := range rounds {
+		for j := range f.p.k {
+			q := queries[(home+j)%f.p.k]
+			if f.MayContain(q) {
+				fps++
+				require.NoError(t, f.Adapt(q), "round %d", round)
+			}
+		}
+	}
+	t.Logf("Cuckooing ACF, n=%d, 8-bit slots: %d false positives in %d queries of a mutually unfixable set of %d (%d fixes, %d rebuilds)",
+		n, fps, rounds*f.p.k, f.p.k, f.Stats().Adaptations, f.Stats().Rebuilds)
+	// A rebuild (a new salt) would scatter the set; short of one, every
+	// query is a false positive.
+	if f.Stats().Rebuilds == 0 {
+		require.Equal(t, rounds*f.p.k, fps)
+	} else {
+		require.Greater(t, fps, rounds)
+	}
+	noFalseNegatives(t, f, n, "after the adversary")
+}
