@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/adaptkv/adaptkv/internal/filtertest"
 )
 
 // Tests that reproduce the evidence of the TAF paper (Lee, McCauley, Singh,
@@ -87,13 +89,7 @@ func TestRepeatedQueries(t *testing.T) {
 	for _, as := range ratios {
 		u := as * n
 		negs := randKeys(rng, u, 2)
-		order := make([]int32, 0, reps*u)
-		for r := 0; r < reps; r++ {
-			for i := 0; i < u; i++ {
-				order = append(order, int32(i))
-			}
-		}
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		order := filtertest.RepeatedOrder(rng, u, reps)
 		res := map[Kind]int{}
 		for _, kind := range allKinds {
 			f, err := New(kind, keys, Options{Seed: 777})
@@ -122,42 +118,13 @@ func TestRepeatedQueries(t *testing.T) {
 	}
 }
 
-// adversarialRun plays the adversarial stream of section 6.1: a set Q of
-// c*n random absent keys is queried in rounds of 10 subrounds (every key of
-// Q once per subround, adapting on each false positive); after a round only
-// the keys that were false positives in it stay. It stops after at least 2
-// rounds once |Q| < 0.01 n, or when Q is empty, or after maxRounds. It
-// returns the false-positive rate of the final round and its query count.
+// adversarialRun plays the adversarial stream of section 6.1
+// (filtertest.Adversary; the RSQF does not adapt) and returns the
+// false-positive rate of the final round, its query count and the rounds.
 func adversarialRun(t *testing.T, f Filter, negs [][]byte, rng *rand.Rand) (rate float64, finalQueries, rounds int) {
-	const subrounds, maxRounds = 10, 8
-	q := negs
-	for rounds = 1; ; rounds++ {
-		fpKeys := make([][]byte, 0)
-		hit := make([]bool, len(q))
-		fps := 0
-		for s := 0; s < subrounds; s++ {
-			rng.Shuffle(len(q), func(i, j int) { q[i], q[j] = q[j], q[i]; hit[i], hit[j] = hit[j], hit[i] })
-			for i, k := range q {
-				if f.MayContain(k) {
-					fps++
-					hit[i] = true
-					if f.Kind() != KindRSQF {
-						require.NoError(t, f.Adapt(k))
-					}
-				}
-			}
-		}
-		rate, finalQueries = float64(fps)/float64(subrounds*len(q)), subrounds*len(q)
-		for i, k := range q {
-			if hit[i] {
-				fpKeys = append(fpKeys, k)
-			}
-		}
-		if len(fpKeys) == 0 || rounds >= maxRounds || (rounds >= 2 && float64(len(fpKeys)) < 0.01*float64(f.Len())) {
-			return rate, finalQueries, rounds
-		}
-		q = fpKeys
-	}
+	fps, queries, rounds, err := filtertest.Adversary(f, f.Kind() != KindRSQF, f.Len(), negs, rng)
+	require.NoError(t, err)
+	return float64(fps) / float64(queries), queries, rounds
 }
 
 // TestAdversarial: the final-round false-positive rate of the adversarial

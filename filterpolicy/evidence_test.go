@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptkv/adaptkv/filterpolicy/filter"
+	"github.com/adaptkv/adaptkv/internal/filtertest"
 )
 
 // The TAF paper's repeated-query and adversarial tests (Lee, McCauley,
@@ -123,13 +124,7 @@ func TestRepeatedQueriesAPrefixVsTAF(t *testing.T) {
 	for _, as := range ratios {
 		u := as * n
 		negs := randomKeys(rng, u, 'a')
-		order := make([]int32, 0, reps*u)
-		for r := 0; r < reps; r++ {
-			for i := 0; i < u; i++ {
-				order = append(order, int32(i))
-			}
-		}
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		order := filtertest.RepeatedOrder(rng, u, reps)
 		fps := map[string]int{}
 		for _, c := range contenders {
 			f := buildAdaptiveKind(t, c, keys, 777)
@@ -139,41 +134,6 @@ func TestRepeatedQueriesAPrefixVsTAF(t *testing.T) {
 			require.LessOrEqual(t, f.BitsPerKey(), float64(max(c.opts.BitsPerKey, 12))+0.5, c.label)
 		}
 		requireWithinTAF(t, fps, as)
-	}
-}
-
-// adversarialRound plays the adversarial stream of the TAF paper, section
-// 6.1: a set Q of absent keys is queried in rounds of 10 shuffled
-// subrounds, adapting every false positive; after a round only the keys
-// that were false positives in it stay. It stops after at least two rounds
-// once |Q| < 0.01 n, when Q is empty, or after 8 rounds, and returns the
-// last round's false positives and queries.
-func adversarialRound(t *testing.T, f filter.Adaptive, n int, q [][]byte, rng *rand.Rand) (fps, queries int) {
-	const subrounds, maxRounds = 10, 8
-	for round := 1; ; round++ {
-		hit := make([]bool, len(q))
-		fps = 0
-		for s := 0; s < subrounds; s++ {
-			rng.Shuffle(len(q), func(i, j int) { q[i], q[j] = q[j], q[i]; hit[i], hit[j] = hit[j], hit[i] })
-			for i, k := range q {
-				if f.MayContain(k) {
-					fps++
-					hit[i] = true
-					require.NoError(t, f.Adapt(k))
-				}
-			}
-		}
-		queries = subrounds * len(q)
-		next := q[:0:0]
-		for i, k := range q {
-			if hit[i] {
-				next = append(next, k)
-			}
-		}
-		if len(next) == 0 || round >= maxRounds || (round >= 2 && len(next) < n/100) {
-			return fps, queries
-		}
-		q = next
 	}
 }
 
@@ -193,7 +153,8 @@ func TestAdversarialAPrefixVsTAF(t *testing.T) {
 		for _, con := range contenders {
 			f := buildAdaptiveKind(t, con, keys, 31337)
 			q := append([][]byte(nil), negs...)
-			got, queries := adversarialRound(t, f, n, q, rand.New(rand.NewPCG(uint64(c), 1)))
+			got, queries, _, err := filtertest.Adversary(f, true, n, q, rand.New(rand.NewPCG(uint64(c), 1)))
+			require.NoError(t, err)
 			fps[con.label] = got
 			t.Logf("adversarial | |Q|/|S|=%-2d | %-9s | final round: %d false positives in %d queries (%.2f x 1/256) | %.2f bits/key | rebuilds %d",
 				c, con.label, got, queries, float64(got)*256/float64(max(queries, 1)), f.BitsPerKey(), f.Stats().Rebuilds)

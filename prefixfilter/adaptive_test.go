@@ -45,12 +45,9 @@ func adaptStream(t testing.TB, f *AdaptiveFilter, count int, tag byte, seed uint
 	var k [16]byte
 	fps := 0
 	for i := 0; i < count; i++ {
-		binary.LittleEndian.PutUint64(k[0:], rng.Uint64())
-		binary.LittleEndian.PutUint64(k[8:], uint64(i))
-		k[0] = tag
-		if f.MayContain(k[:]) {
+		if key := absentKey(&k, rng, i, tag); f.MayContain(key) {
 			fps++
-			require.NoError(t, f.Adapt(k[:]))
+			require.NoError(t, f.Adapt(key))
 		}
 	}
 	return fps

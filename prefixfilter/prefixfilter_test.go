@@ -212,6 +212,15 @@ func TestFalsePositiveRate(t *testing.T) {
 	}
 }
 
+// absentKey fills k with the i-th key of a random stream tagged tag (keys
+// with another tag than the stored keys' are absent) and returns it.
+func absentKey(k *[16]byte, rng *rand.Rand, i int, tag byte) []byte {
+	binary.LittleEndian.PutUint64(k[0:], rng.Uint64())
+	binary.LittleEndian.PutUint64(k[8:], uint64(i))
+	k[0] = tag
+	return k[:]
+}
+
 // countFalsePositives queries count absent keys (tag differs from the stored
 // keys' tag) and returns how many the filter accepts.
 func countFalsePositives(f *Filter, count int, tag byte, seed uint64) int {
@@ -219,10 +228,7 @@ func countFalsePositives(f *Filter, count int, tag byte, seed uint64) int {
 	var k [16]byte
 	fp := 0
 	for i := 0; i < count; i++ {
-		binary.LittleEndian.PutUint64(k[0:], rng.Uint64())
-		binary.LittleEndian.PutUint64(k[8:], uint64(i))
-		k[0] = tag
-		if f.MayContain(k[:]) {
+		if f.MayContain(absentKey(&k, rng, i, tag)) {
 			fp++
 		}
 	}

@@ -14,7 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var long = flag.Bool("acf.long", false, "run the Figure 1 experiment at full size")
+var (
+	long  = flag.Bool("acf.long", false, "run the Figure 1 experiment at full size")
+	longN = flag.Int("acf.n", 0, "with -acf.long: the number of stored keys (default 100000)")
+	longF = flag.Int("acf.f", 0, "with -acf.long: one fingerprint width instead of 8, 12 and 16")
+)
 
 func key(i int) []byte    { return fmt.Appendf(nil, "key%010d", 2*i) }
 func absent(i int) []byte { return fmt.Appendf(nil, "key%010d", 2*i+1) }
@@ -316,6 +320,12 @@ func TestFigure1Trend(t *testing.T) {
 	ns, fs, ratios := []int{20_000}, []int{8}, []int{1, 5}
 	if *long {
 		ns, fs, ratios = []int{100_000}, []int{8, 12, 16}, []int{1, 3, 5, 10, 20}
+		if *longN > 0 {
+			ns = []int{*longN}
+		}
+		if *longF > 0 {
+			fs = []int{*longF}
+		}
 	}
 	for _, n := range ns {
 		for _, fb := range fs {
