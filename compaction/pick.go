@@ -117,6 +117,30 @@ func (p *Plan) String() string {
 	return fmt.Sprintf("L%d->L%d%s inputs %v overlapping %v", p.Level, p.OutputLevel, kind, nums(p.Inputs), nums(p.Overlapping))
 }
 
+// SkipEmptyLevels moves the output of a plan that compacts into the next
+// level down past the levels that hold nothing in the inputs' key range,
+// to the first level that does (or the last level), and takes that level's
+// overlapping tables: writing the output through each empty level would
+// rewrite the same bytes again. Versions stay ordered, since the levels
+// passed over have nothing in the range. It reports whether a table it
+// would now take is busy (then the plan is unchanged).
+func (p *Plan) SkipEmptyLevels(levels [NumLevels][]*TableMeta, busy func(uint64) bool) (blocked bool) {
+	if p.OutputLevel == p.Level || p.OutputLevel == NumLevels-1 {
+		return false
+	}
+	lo, hi := keyRange(p.Inputs)
+	out := p.OutputLevel
+	for out < NumLevels-1 && len(overlapping(levels[out], lo, hi)) == 0 {
+		out++
+	}
+	over := overlapping(levels[out], lo, hi)
+	if anyBusy(over, orNotBusy(busy)) {
+		return true
+	}
+	p.OutputLevel, p.Overlapping = out, over
+	return false
+}
+
 // Tables returns Inputs followed by Overlapping.
 func (p *Plan) Tables() []*TableMeta {
 	return append(slices.Clip(p.Inputs), p.Overlapping...)
@@ -358,6 +382,7 @@ func pickLevel(levels [NumLevels][]*TableMeta, level int, busy func(uint64) bool
 // are widened as in Pick (L0: every table overlapping them transitively;
 // Ln: neighbours sharing a boundary user key) and compacted with their
 // overlapping tables of level+1; the last level compacts into itself.
+// (Plan.SkipEmptyLevels moves the output further down.)
 func PickRange(levels [NumLevels][]*TableMeta, level int, start, end []byte, busy func(uint64) bool) *Plan {
 	p, _ := TryPickRange(levels, level, start, end, busy)
 	return p
@@ -535,4 +560,34 @@ func inLevelOrder(level, set []*TableMeta) []*TableMeta {
 		}
 	}
 	return out
+}
+
+// Debt estimates the bytes compactions must still rewrite to bring every
+// level within its target, the way Pebble estimates compaction debt: once
+// L0 holds L0Trigger tables, its bytes and the base level's (which L0's
+// tables, spread over the key space, mostly overlap) are owed, and L0's
+// bytes are carried into the base level; from the base level down, a level
+// whose bytes (with what is carried into it) exceed its target carries the
+// excess down and owes the excess plus the share of the next level it
+// overlaps (excess times the next level's size over this level's).
+func Debt(levels [NumLevels][]*TableMeta, opts Options) uint64 {
+	opts = opts.WithDefaults()
+	base, targets := BaseLevel(levels, opts)
+	var debt, carried float64
+	if len(levels[0]) >= opts.L0Trigger {
+		carried = float64(sumSize(levels[0]))
+		debt = carried + float64(sumSize(levels[base]))
+	}
+	for l := base; l < NumLevels-1; l++ {
+		size := float64(sumSize(levels[l])) + carried
+		if size <= float64(targets[l]) {
+			carried = 0
+			continue
+		}
+		carried = size - float64(targets[l])
+		if next := float64(sumSize(levels[l+1])); next > 0 {
+			debt += carried * (next/size + 1)
+		}
+	}
+	return uint64(debt)
 }

@@ -601,3 +601,56 @@ func TestBaseLevel(t *testing.T) {
 	p = Pick(small, Options{StaticLevelTargets: true}, nil)
 	require.Equal(t, 1, p.OutputLevel)
 }
+
+// TestDebt: no debt while every level is within its target; L0 at its
+// trigger owes its bytes and the base level's; an oversized level owes its
+// excess and the share of the next level it overlaps, carried down.
+func TestDebt(t *testing.T) {
+	const mib = 1 << 20
+	var levels [NumLevels][]*TableMeta
+	require.Zero(t, Debt(levels, Options{}))
+	levels[NumLevels-1] = []*TableMeta{tm(1, 50*mib, "a", "z")}
+	levels[0] = []*TableMeta{tm(10, mib, "a", "z")}
+	require.Zero(t, Debt(levels, Options{}), "one L0 table, small last level")
+	for i := uint64(11); i < 14; i++ {
+		levels[0] = append(levels[0], tm(i, mib, "a", "z"))
+	}
+	// Base is L6 (50 MiB is within BaseLevelBytes): L0's 4 MiB and L6's 50.
+	require.Equal(t, uint64(54*mib), Debt(levels, Options{}))
+
+	// Static targets: L1 64 MiB holding 100: 36 MiB excess, and L2 holds
+	// 720 MiB against its 640: the excess carried (36+80) times (1 + L3/L2).
+	var st [NumLevels][]*TableMeta
+	st[1] = []*TableMeta{tm(1, 100*mib, "a", "z")}
+	st[2] = []*TableMeta{tm(2, 684*mib, "a", "z")}
+	st[3] = []*TableMeta{tm(3, 1000*mib, "a", "z")}
+	o := Options{StaticLevelTargets: true}
+	want := 36.0*(684.0/100+1) + (684+36-640)*(1000.0/(684+36)+1)
+	require.InEpsilon(t, want*mib, float64(Debt(st, o)), 1e-6)
+}
+
+// TestSkipEmptyLevels: a manual plan's output passes over the levels with
+// nothing in its range, to the first that has (or the last level), and
+// takes that level's overlapping tables; a busy one there leaves the plan
+// as it was.
+func TestSkipEmptyLevels(t *testing.T) {
+	var levels [NumLevels][]*TableMeta
+	levels[0] = []*TableMeta{tm(20, 1, "c", "f")}
+	levels[1] = []*TableMeta{tm(1, 1, "x", "z")} // outside the range
+	levels[4] = []*TableMeta{tm(4, 1, "a", "d"), tm(5, 1, "p", "q")}
+	levels[6] = []*TableMeta{tm(6, 1, "a", "z")}
+	p := PickRange(levels, 0, nil, nil, nil)
+	require.Equal(t, 1, p.OutputLevel)
+	require.False(t, p.SkipEmptyLevels(levels, busySet(6)))
+	require.Equal(t, 4, p.OutputLevel)
+	require.Equal(t, []uint64{4}, fileNums(p.Overlapping))
+
+	p = PickRange(levels, 0, nil, nil, nil)
+	levels[4] = nil
+	require.True(t, p.SkipEmptyLevels(levels, busySet(6)), "L6's table is busy")
+	require.Equal(t, 1, p.OutputLevel)
+	require.False(t, p.SkipEmptyLevels(levels, nil))
+	require.Equal(t, NumLevels-1, p.OutputLevel)
+	require.Equal(t, []uint64{6}, fileNums(p.Overlapping))
+	require.True(t, p.IsBottommost(levels))
+}

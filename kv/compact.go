@@ -142,7 +142,11 @@ func (db *DB) runCompaction(plan *compaction.Plan) error {
 		return err
 	}
 	db.compactions.Add(1)
+	for _, t := range plan.Tables() {
+		db.compactedReadBytes.Add(t.Size)
+	}
 	for _, m := range metas {
+		db.compactedBytes.Add(m.Size)
 		db.warmTable(m.FileNum)
 	}
 	return nil
@@ -224,6 +228,9 @@ func (db *DB) Compact(start, end []byte) error {
 		}
 		v := db.currentVersion()
 		plan, err := compaction.TryPickRange(v.levels, level, start, end, nil)
+		if plan != nil {
+			plan.SkipEmptyLevels(v.levels, nil) // no table is busy (see above)
+		}
 		v.unref()
 		if err != nil {
 			if errors.Is(err, compaction.ErrInvalidOptions) {

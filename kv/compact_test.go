@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 )
@@ -161,4 +162,30 @@ func TestL0StopWrites(t *testing.T) {
 		_, err := db.Get(fmt.Appendf(nil, "k%07d", i))
 		require.NoError(t, err)
 	}
+}
+
+// TestWriteAmplificationMetrics: flushes and compactions count the table
+// bytes they write (and read), write amplification is their ratio to the
+// bytes flushed, and a fully compacted store owes no compaction debt.
+func TestWriteAmplificationMetrics(t *testing.T) {
+	db, err := Open("db", &Options{FS: vfs.NewMem(), MemTableSize: 32 << 10, TargetFileSize: 16 << 10})
+	require.NoError(t, err)
+	defer db.Close()
+	m := db.Metrics()
+	require.Zero(t, m.WriteAmplification())
+	require.Equal(t, compaction.NumLevels-1, m.BaseLevel, "an empty store compacts L0 into the last level")
+	for i := range 20_000 {
+		require.NoError(t, db.Set(fmt.Appendf(nil, "key%06d", (i*7919)%20_000), make([]byte, 40), NoSync))
+	}
+	require.NoError(t, db.Flush())
+	require.NoError(t, db.Compact(nil, nil))
+	m = db.Metrics()
+	t.Logf("flushed %d bytes, compactions read %d and wrote %d, write amplification %.2f, base level %d, debt %d",
+		m.BytesFlushed, m.BytesCompactedIn, m.BytesCompacted, m.WriteAmplification(), m.BaseLevel, m.CompactionDebt)
+	require.Positive(t, m.BytesFlushed)
+	require.Positive(t, m.BytesCompacted)
+	require.GreaterOrEqual(t, m.BytesCompactedIn, m.BytesCompacted/2)
+	require.Greater(t, m.WriteAmplification(), 1.0)
+	require.InDelta(t, float64(m.BytesFlushed+m.BytesCompacted)/float64(m.BytesFlushed), m.WriteAmplification(), 1e-9)
+	require.Zero(t, m.CompactionDebt, "fully compacted")
 }

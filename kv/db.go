@@ -83,7 +83,10 @@ type DB struct {
 
 	gets                 striped.Counter // every Get adds one: striped
 	flushes, compactions atomic.Uint64
-	walGroups, walSyncs  atomic.Uint64 // commit groups written, fsyncs (tests)
+	// Table bytes written by flushes, and read (inputs) and written by
+	// compactions.
+	flushedBytes, compactedReadBytes, compactedBytes atomic.Uint64
+	walGroups, walSyncs                              atomic.Uint64 // commit groups written, fsyncs (tests)
 
 	// testHookBeforePin, if set (by tests, before any read), runs in
 	// loadReadState before the read state is pinned.
@@ -555,6 +558,9 @@ func (db *DB) flushMemtable(m *memEntry, nextLog uint64) error {
 		return err
 	}
 	db.flushes.Add(1)
+	for _, a := range edit.added {
+		db.flushedBytes.Add(a.meta.Size)
+	}
 	if len(edit.added) > 0 {
 		db.warmTable(edit.added[0].meta.FileNum)
 	}

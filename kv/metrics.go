@@ -55,8 +55,25 @@ type Metrics struct {
 	Flushes uint64
 	// Compactions counts compactions run.
 	Compactions uint64
+	// BytesFlushed is the table bytes flushes wrote; BytesCompactedIn and
+	// BytesCompacted are the table bytes compactions read and wrote.
+	BytesFlushed, BytesCompactedIn, BytesCompacted uint64
+	// CompactionDebt estimates the bytes compactions must still rewrite to
+	// bring every level within its target (compaction.Debt).
+	CompactionDebt uint64
+	// BaseLevel is the level L0 compacts into (compaction.BaseLevel).
+	BaseLevel int
 	// Levels describe L0..L6.
 	Levels [compaction.NumLevels]LevelMetrics
+}
+
+// WriteAmplification is the table bytes written (flushes and compactions)
+// per byte flushed: 1 with no compaction; the WAL is not counted.
+func (m Metrics) WriteAmplification() float64 {
+	if m.BytesFlushed == 0 {
+		return 0
+	}
+	return float64(m.BytesFlushed+m.BytesCompacted) / float64(m.BytesFlushed)
 }
 
 // ProbesPerGet is the read amplification: table probes (false and true
@@ -83,6 +100,10 @@ func (db *DB) Metrics() Metrics {
 	}
 	sum, fBytes, fKeys := db.tc.metrics(live)
 	m.Gets = uint64(db.gets.Load())
+	m.BytesFlushed = db.flushedBytes.Load()
+	m.BytesCompactedIn, m.BytesCompacted = db.compactedReadBytes.Load(), db.compactedBytes.Load()
+	m.CompactionDebt = compaction.Debt(v.levels, db.compactionOptions())
+	m.BaseLevel, _ = compaction.BaseLevel(v.levels, db.compactionOptions())
 	m.FilterChecks = sum.FilterChecks
 	m.FilterNegatives = sum.FilterNegatives
 	m.FalsePositiveProbes = sum.FalsePositiveProbes
