@@ -50,10 +50,11 @@ func (v readView) release() { v.drop(v.ref) }
 // the latest state: an implicit snapshot, not registered with compactions.
 //
 // The pin takes no lock: it loads the current state (db.rsNow), takes a
-// reference unless the state was already retired (its count reached zero),
-// and, for an implicit snapshot, reads lastSeq and then checks that the
-// state is still current, retrying otherwise. So the sequence number is
-// read after the pin with no memtable switch or version install in between,
+// striped reference unless the state was already retired (its count is
+// closed when db.rs moves on), and, for an implicit snapshot, reads lastSeq
+// and then checks that the state is still current, retrying otherwise. So
+// the sequence number is read after the pin with no memtable switch or
+// version install in between,
 // as if both happened in one critical section of db.mu (as in Pebble's
 // loadReadState, which pins under a read lock and then reads the visible
 // sequence number). Invariant: every entry with a sequence number <= lastSeq

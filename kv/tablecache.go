@@ -21,13 +21,12 @@ import (
 //
 // A lookup of an open table takes no lock: it reads an immutable snapshot of
 // the map (republished under mu whenever a table opens or closes), takes a
-// reference with a compare-and-swap that fails once the entry was claimed
-// for closing, and sets the entry's clock bit (a second-chance eviction
-// instead of LRU list moves, as Pebble's table cache does). Releasing is an
-// atomic decrement; only the last release of a removed entry, or of any
-// entry while the cache is over its size, takes the lock. Opening,
-// eviction and closing stay under mu. See docs/ARCHITECTURE.md, "One read,
-// end to end".
+// striped reference (kv/internal/striped) that fails once the entry was
+// claimed for closing, and sets the entry's clock bit (a second-chance
+// eviction instead of LRU list moves). Releasing drops the reference; only
+// the release of a removed entry, or any release while the cache is over
+// its size, takes the lock. Opening, eviction and closing stay under mu.
+// See docs/ARCHITECTURE.md, "One read, end to end".
 //
 // The cache owns one reference to the block cache. closeAll closes the idle
 // readers; a reader still in use (by an iterator left open at DB.Close) is
