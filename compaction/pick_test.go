@@ -346,7 +346,8 @@ func TestPickRandomInvariants(t *testing.T) {
 		scores := Scores(levels, opts, busy)
 
 		p := Pick(levels, opts, busy)
-		feasible := bruteFeasible(levels, busy)
+		base, _ := BaseLevel(levels, opts)
+		feasible := bruteFeasible(levels, busy, base)
 		bestScore := 0.0
 		for l := 0; l < NumLevels-1; l++ {
 			if scores[l] >= 1 && feasible[l] != nil {
@@ -477,12 +478,16 @@ func bruteOverlap(level, set []*TableMeta) []*TableMeta {
 // bruteFeasible returns, per level, nil if no compaction can start there
 // (all candidates blocked by busy tables), else a one-element slice with
 // the best overlap ratio (levels >= 1) found by brute force.
-func bruteFeasible(levels [NumLevels][]*TableMeta, busy func(uint64) bool) [NumLevels][]float64 {
+func bruteFeasible(levels [NumLevels][]*TableMeta, busy func(uint64) bool, base int) [NumLevels][]float64 {
 	var out [NumLevels][]float64
 	for l := 0; l < NumLevels-1; l++ {
+		next := l + 1
+		if l == 0 {
+			next = base // L0 compacts into the base level
+		}
 		for _, seed := range levels[l] {
 			set := closure(levels[l], []*TableMeta{seed})
-			over := bruteOverlap(levels[l+1], set)
+			over := bruteOverlap(levels[next], set)
 			if anyBusy(set, busy) || anyBusy(over, busy) {
 				continue
 			}
