@@ -3,30 +3,17 @@ package filterpolicy
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/adaptkv/adaptkv/adaptive"
+	"github.com/adaptkv/adaptkv/filterpolicy/filter"
+	"github.com/adaptkv/adaptkv/internal/filtertest"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/stretchr/testify/require"
 )
-
-// expectedFPR per kind (see sstable's round-trip test for the sources).
-var expectedFPR = map[string]float64{
-	"none": 1, "bloom": 0.0125, "fuse": 1.0 / 256, "prefix": 0.004, "aprefix": 0.004,
-	"rsqf": 1.0 / 256, "utaf": 1.0 / 256, "taf": 1.0 / 256, "exaf": 1.0 / 256,
-	// stacked with no known negatives: one Bloom layer at 12 bits/key.
-	"stacked": 0.00317,
-	// adaptive cuckoo filters, 11-bit slots at 95% load: k*b comparisons
-	// against 2^w-1 fingerprint values (w = 11, 10 for cyclic's selector).
-	"acf": 4 * 0.95 / 2047, "acf-cyclic": 4 * 0.95 / 1023, "acf-swap": 8 * 0.95 / 2047,
-	"caf": 1.0 / 256,
-}
-
-func fprBound(p float64, n int) float64 { return p + 4*math.Sqrt(p*(1-p)/float64(n)) }
 
 func key(i int) []byte    { return fmt.Appendf(nil, "user%010d", 2*i) }
 func absent(i int) []byte { return fmt.Appendf(nil, "user%010d", 2*i+1) }
@@ -141,7 +128,7 @@ func TestPolicies(t *testing.T) {
 			}
 			rate := float64(fp) / float64(q)
 			t.Logf("%s: fpr %.5f, %.2f bits/key", name, rate, f.BitsPerKey())
-			require.LessOrEqual(t, rate, fprBound(expectedFPR[name], q))
+			require.LessOrEqual(t, rate, filtertest.FPRBound(filtertest.DesignFPR[name], q))
 			if name != "none" {
 				require.Positive(t, f.BitsPerKey())
 			}

@@ -1,37 +1,16 @@
 package sstable
 
 import (
-	"math"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/adaptkv/adaptkv/internal/filtertest"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 )
-
-// expectedFPR is the false-positive rate each policy is designed for:
-// Pebble's blocked bloom at 10 bits/key and 6 probes is about 1.2%; binary
-// fuse 8 is 2^-8; the Prefix Filter about 0.37% (paper Table 3); the
-// quotient filters about LoadFactor*2^-r <= 2^-8 for first-time queries
-// (TAF paper section 3, exAF appendix C.4).
-var expectedFPR = map[string]float64{
-	"none": 1, "bloom": 0.0125, "fuse": 1.0 / 256, "prefix": 0.004, "aprefix": 0.004,
-	"rsqf": 1.0 / 256, "utaf": 1.0 / 256, "taf": 1.0 / 256, "exaf": 1.0 / 256,
-	// stacked with no known negatives: one Bloom layer at 12 bits/key.
-	"stacked": 0.00317,
-	// adaptive cuckoo filters, 11-bit slots at 95% load: k*b comparisons
-	// against 2^w-1 fingerprint values (w = 11, 10 for cyclic's selector).
-	"acf": 4 * 0.95 / 2047, "acf-cyclic": 4 * 0.95 / 1023, "acf-swap": 8 * 0.95 / 2047,
-	"caf": 1.0 / 256,
-}
-
-// fprBound is p plus 4 binomial standard deviations over n trials.
-func fprBound(p float64, n int) float64 {
-	return p + 4*math.Sqrt(p*(1-p)/float64(n))
-}
 
 func roundTripSizes() (keys, absent int) {
 	if testing.Short() {
@@ -87,7 +66,7 @@ func testRoundTrip(t *testing.T, name string) {
 	}
 	m := r.Metrics()
 	rate := float64(m.FalsePositiveProbes-before.FalsePositiveProbes) / float64(absent)
-	bound := fprBound(expectedFPR[name], absent)
+	bound := filtertest.FPRBound(filtertest.DesignFPR[name], absent)
 	t.Logf("%s: %d keys, fpr %.5f (bound %.5f), %.2f bits/key, %d data block reads, %d adaptations, %d rebuilds, %d remote reads",
 		name, n, rate, bound, float64(m.FilterBytes*8)/float64(max(m.FilterKeys, 1)), m.DataBlockReads, m.Adaptations, m.Rebuilds, m.RemoteReads)
 	require.LessOrEqual(t, rate, bound)
@@ -117,7 +96,7 @@ func testRoundTrip(t *testing.T, name string) {
 		// 3%), which then stays a false positive.
 		unfixedRate, minAtOnce = 0.05, 0.95
 	}
-	require.LessOrEqual(t, float64(unfixed), fprBound(unfixedRate, len(fps))*float64(len(fps)),
+	require.LessOrEqual(t, float64(unfixed), filtertest.FPRBound(unfixedRate, len(fps))*float64(len(fps)),
 		"%d of %d fixed right after adaptation", fixedAtOnce, len(fps))
 	if !testing.Short() {
 		require.GreaterOrEqual(t, float64(fixedAtOnce), minAtOnce*float64(len(fps)), "%d of %d fixed right after adaptation", fixedAtOnce, len(fps))
@@ -130,7 +109,7 @@ func testRoundTrip(t *testing.T, name string) {
 	stillFixed := countFalse(answers)
 	t.Logf("%s: %d false positives, %d fixed right after adaptation, %d still fixed after the whole run",
 		name, len(fps), fixedAtOnce, stillFixed)
-	minFixed := 1 - fprBound(1.0/256, len(fps)) // >= 0.99 at the default size
+	minFixed := 1 - filtertest.FPRBound(1.0/256, len(fps)) // >= 0.99 at the default size
 	if m.Rebuilds > 0 {
 		minFixed = 0.9
 	}
