@@ -118,8 +118,8 @@ type adaptiveBuilder struct {
 }
 
 func (b *adaptiveBuilder) Add(key []byte) {
-	h1, h2 := murmur128(key, b.hashSeed)
-	b.packed = append(b.packed, h1&^qrMask|(uint64(uint32(h2))*fingerprintRange)>>32)
+	packed, h2 := hashKey(key, b.hashSeed)
+	b.packed = append(b.packed, packed)
 	b.ext = append(b.ext, uint32(extOf(h2)))
 }
 

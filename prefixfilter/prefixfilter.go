@@ -58,8 +58,15 @@ func spareSeedOf(seed uint64) uint64 { return mix64(seed ^ 0x5bd1e9955bd1e995) }
 // the low 13 bits hold the mini-fingerprint fp = q<<8 | r in [0, 25·256),
 // the low 32 bits of the second half reduced the same way.
 func packedHash(key []byte, hashSeed uint32) uint64 {
+	packed, _ := hashKey(key, hashSeed)
+	return packed
+}
+
+// hashKey returns packedHash of key and the second MurmurHash3 half, whose
+// top bits the adaptive filter keeps as extension bits (extOf).
+func hashKey(key []byte, hashSeed uint32) (packed, h2 uint64) {
 	h1, h2 := murmur128(key, hashSeed)
-	return h1&^qrMask | (uint64(uint32(h2))*fingerprintRange)>>32
+	return h1&^qrMask | (uint64(uint32(h2))*fingerprintRange)>>32, h2
 }
 
 // binOf maps a packed hash onto [0, numBins) (Lemire's multiply-shift).
