@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 	"math"
+
+	"github.com/adaptkv/adaptkv/filterpolicy/filter"
+	"github.com/adaptkv/adaptkv/internal/base"
 )
 
 // Kind selects the filter variant.
@@ -105,8 +107,9 @@ var (
 	// ErrNotAdaptive is returned by Adapt on a non-adaptive filter
 	// (filter.ErrNotAdaptive).
 	ErrNotAdaptive = filter.ErrNotAdaptive
-	// ErrCorrupt is wrapped by Decode errors on bad bytes.
-	ErrCorrupt = errors.New("adaptive: corrupt filter encoding")
+	// ErrCorrupt is wrapped by Decode errors on bad bytes. It also matches
+	// the module's one corruption error (kv.ErrCorruption).
+	ErrCorrupt = base.CorruptionKind("adaptive: corrupt filter encoding")
 	// ErrInvalidOptions is wrapped by errors about bad Options or Kind.
 	ErrInvalidOptions = errors.New("adaptive: invalid options")
 )

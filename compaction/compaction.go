@@ -3,7 +3,7 @@ package compaction
 import (
 	"errors"
 
-	"github.com/adaptkv/adaptkv/sstable"
+	"github.com/adaptkv/adaptkv/internal/base"
 )
 
 // NumLevels is the number of levels of the LSM tree: L0 (flushed memtables,
@@ -11,12 +11,8 @@ import (
 const NumLevels = 7
 
 // TableMeta describes one table for picking and is what Run returns for each
-// table it writes. Smallest and Largest are the table's first and last
-// internal keys.
-type TableMeta struct {
-	FileNum, Size     uint64
-	Smallest, Largest sstable.InternalKey
-}
+// table it writes (base.TableMeta: the manifest shares it).
+type TableMeta = base.TableMeta
 
 // Errors returned by the package. Test for them with errors.Is.
 var (

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/adaptkv/adaptkv/internal/base"
+
 	"github.com/adaptkv/adaptkv/adaptive"
 	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 	"github.com/cockroachdb/pebble/v2"
@@ -21,8 +23,10 @@ import (
 var (
 	// ErrUnknownPolicy is wrapped by ByName and New for a name not in the registry.
 	ErrUnknownPolicy = errors.New("filterpolicy: unknown filter policy")
-	// ErrCorruptBlock is wrapped by every error about an unreadable filter block.
-	ErrCorruptBlock = errors.New("filterpolicy: corrupt filter block")
+	// ErrCorruptBlock is wrapped by every error about an unreadable filter
+	// block. It also matches the module's one corruption error
+	// (kv.ErrCorruption).
+	ErrCorruptBlock = base.CorruptionKind("filterpolicy: corrupt filter block")
 	// ErrUnsupportedVersion is wrapped (with ErrCorruptBlock) for a block of a
 	// newer format version than this build reads.
 	ErrUnsupportedVersion = errors.New("filterpolicy: unsupported filter block version")

@@ -3,6 +3,8 @@ package kv
 import (
 	"errors"
 
+	"github.com/adaptkv/adaptkv/internal/base"
+
 	"github.com/adaptkv/adaptkv/filterpolicy"
 )
 
@@ -28,8 +30,10 @@ var (
 	ErrReadOnly = errors.New("kv: read-only")
 	// ErrCorruption is returned when a WAL, manifest or table holds bytes
 	// that fail their checksum or cannot be decoded (other than a torn WAL
-	// tail, which recovery truncates; see the package doc).
-	ErrCorruption = errors.New("kv: corruption")
+	// tail, which recovery truncates; see the package doc). It is the
+	// module's one corruption error: what any package of the module reports
+	// as damage (sstable.ErrCorrupt, adaptive.ErrCorrupt, ...) matches it.
+	ErrCorruption = base.ErrCorruption
 	// ErrInvalidOptions is returned by Open for out-of-range options, and by
 	// Compact for a range whose start is after its end.
 	ErrInvalidOptions = errors.New("kv: invalid options")

@@ -10,7 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adaptkv/adaptkv/adaptive"
 	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/adaptkv/adaptkv/filterpolicy/filter"
+	"github.com/adaptkv/adaptkv/kv/internal/knownneg"
+	"github.com/adaptkv/adaptkv/prefixfilter"
+	"github.com/adaptkv/adaptkv/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 )
@@ -201,4 +206,29 @@ func TestReadOnly(t *testing.T) {
 	require.Equal(t, 2000, n)
 	require.NoError(t, ro.Close())
 	require.Equal(t, before, listing(), "a read-only open must not change files")
+}
+
+// TestOneCorruptionError checks that every package's corruption sentinel is
+// recognized as the store's ErrCorruption, so a caller needs one errors.Is
+// whichever layer found the damage, and that the sentinels stay apart.
+func TestOneCorruptionError(t *testing.T) {
+	kinds := map[string]error{
+		"sstable":      sstable.ErrCorrupt,
+		"adaptive":     adaptive.ErrCorrupt,
+		"prefixfilter": prefixfilter.ErrCorrupt,
+		"filter":       filter.ErrCorrupt,
+		"filterpolicy": filterpolicy.ErrCorruptBlock,
+		"knownneg":     knownneg.ErrCorruptFile,
+	}
+	for name, sentinel := range kinds {
+		wrapped := fmt.Errorf("open table 7: %w: block 3", sentinel)
+		require.ErrorIs(t, wrapped, ErrCorruption, name)
+		require.ErrorIs(t, wrapped, sentinel, name)
+		for other, o := range kinds {
+			if other != name {
+				require.NotErrorIs(t, wrapped, o, "%s is not %s", name, other)
+			}
+		}
+	}
+	require.NotErrorIs(t, ErrCorruption, sstable.ErrCorrupt)
 }

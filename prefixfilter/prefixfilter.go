@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sync"
 	"unsafe"
+
+	"github.com/adaptkv/adaptkv/internal/base"
 )
 
 // MaxKeys is the largest number of keys (duplicates included) one filter
@@ -19,7 +21,8 @@ const MaxKeys = math.MaxUint32
 var (
 	// ErrCorrupt is wrapped by every error Decode returns for bytes that are
 	// not a valid encoding (truncated, bit-flipped, wrong version, hostile).
-	ErrCorrupt = errors.New("prefixfilter: corrupt filter encoding")
+	// It also matches the module's one corruption error (kv.ErrCorruption).
+	ErrCorrupt = base.CorruptionKind("prefixfilter: corrupt filter encoding")
 	// ErrTooManyKeys is returned when more than MaxKeys keys are added.
 	ErrTooManyKeys = errors.New("prefixfilter: too many keys")
 )

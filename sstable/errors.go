@@ -1,6 +1,10 @@
 package sstable
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/adaptkv/adaptkv/internal/base"
+)
 
 // Sentinel errors of the package; test with errors.Is.
 var (
@@ -14,8 +18,9 @@ var (
 	// ErrInvalidKey is wrapped for a key Writer.Add cannot store (sequence
 	// number >= 2^56, unknown kind).
 	ErrInvalidKey = errors.New("sstable: invalid key")
-	// ErrCorrupt is wrapped when a table file cannot be read.
-	ErrCorrupt = errors.New("sstable: corrupt table")
+	// ErrCorrupt is wrapped when a table file cannot be read. It also
+	// matches the module's one corruption error (kv.ErrCorruption).
+	ErrCorrupt = base.CorruptionKind("sstable: corrupt table")
 	// ErrStateCorrupt is wrapped by StateError when the adaptive state file
 	// was unreadable, corrupt or belonged to another table.
 	ErrStateCorrupt = errors.New("sstable: adaptive state file rejected")

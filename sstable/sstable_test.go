@@ -168,7 +168,7 @@ func TestVersionsAndSnapshots(t *testing.T) {
 		got = append(got, InternalKey{UserKey: append([]byte(nil), k.UserKey...), Seq: k.Seq, Kind: k.Kind})
 	}
 	require.NoError(t, it.Close())
-	require.Equal(t, []InternalKey{{[]byte("a"), 10, KindSet}, {[]byte("a"), 20, KindDelete}, {[]byte("a"), 30, KindSet}}, got)
+	require.Equal(t, []InternalKey{{UserKey: []byte("a"), Seq: 10, Kind: KindSet}, {UserKey: []byte("a"), Seq: 20, Kind: KindDelete}, {UserKey: []byte("a"), Seq: 30, Kind: KindSet}}, got)
 }
 
 func TestBadInput(t *testing.T) {

@@ -10,7 +10,11 @@
 // without depending on storage code.
 package filter
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/adaptkv/adaptkv/internal/base"
+)
 
 // Sentinel errors shared by every kind.
 var (
@@ -18,8 +22,9 @@ var (
 	// unsupported options.
 	ErrInvalidOptions = errors.New("filter: invalid options")
 	// ErrCorrupt is wrapped by Kind.Decode for bytes that are not a valid
-	// local state of the kind.
-	ErrCorrupt = errors.New("filter: corrupt filter encoding")
+	// local state of the kind. It also matches the module's one corruption
+	// error (kv.ErrCorruption).
+	ErrCorrupt = base.CorruptionKind("filter: corrupt filter encoding")
 	// ErrRemote is wrapped by every error that comes from reading the
 	// remote representation: an unreadable, truncated or inconsistent
 	// entry. Adapt returns it and leaves the filter unchanged.

@@ -10,14 +10,17 @@ import (
 	iofs "io/fs"
 	"slices"
 
+	"github.com/adaptkv/adaptkv/internal/base"
+
 	"github.com/adaptkv/adaptkv/internal/atomicfile"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // ErrCorruptFile is wrapped by Decode and Load for bytes that are not a
-// whole, checksummed known-negatives file.
-var ErrCorruptFile = errors.New("knownneg: corrupt known-negatives file")
+// whole, checksummed known-negatives file. It also matches the module's one
+// corruption error (kv.ErrCorruption).
+var ErrCorruptFile = base.CorruptionKind("knownneg: corrupt known-negatives file")
 
 // File layout (little-endian), version 1:
 //

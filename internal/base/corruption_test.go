@@ -1,0 +1,40 @@
+package base
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestCorruptionKind(t *testing.T) {
+	a := CorruptionKind("a: corrupt thing")
+	b := CorruptionKind("b: corrupt other thing")
+	wrapped := fmt.Errorf("%w: block 3: bad checksum", a)
+
+	require.ErrorIs(t, a, ErrCorruption)
+	require.ErrorIs(t, wrapped, ErrCorruption)
+	require.ErrorIs(t, wrapped, a)
+	require.NotErrorIs(t, wrapped, b, "kinds stay apart")
+	require.NotErrorIs(t, ErrCorruption, a, "the general error is not a specific kind")
+	require.NotErrorIs(t, errors.New("a: corrupt thing"), ErrCorruption, "matching is by value, not message")
+	require.Equal(t, "a: corrupt thing: block 3: bad checksum", wrapped.Error())
+}
+
+func TestCompareInternalKeys(t *testing.T) {
+	k := func(u string, seq uint64, kind Kind) InternalKey {
+		return InternalKey{UserKey: []byte(u), Seq: seq, Kind: kind}
+	}
+	ordered := []InternalKey{
+		k("a", 9, KindSet), k("a", 9, KindDelete), k("a", 3, KindSet),
+		k("ab", 100, KindSet), k("b", 1, KindDelete),
+	}
+	for i := range ordered {
+		require.Zero(t, CompareInternalKeys(ordered[i], ordered[i]))
+		for j := i + 1; j < len(ordered); j++ {
+			require.Equal(t, -1, CompareInternalKeys(ordered[i], ordered[j]), "%d < %d", i, j)
+			require.Equal(t, 1, CompareInternalKeys(ordered[j], ordered[i]), "%d > %d", j, i)
+		}
+	}
+}

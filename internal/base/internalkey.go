@@ -1,0 +1,76 @@
+package base
+
+import (
+	"bytes"
+	"cmp"
+)
+
+// Kind is the kind of an internal key. The values match Pebble's
+// InternalKeyKind so keys pass through Pebble's sstable writer unchanged.
+type Kind uint8
+
+const (
+	// KindDelete is a point tombstone.
+	KindDelete Kind = 0
+	// KindSet is a key with a value.
+	KindSet Kind = 1
+)
+
+// InternalKey is a user key with the sequence number of the write that made
+// it and its kind. Internal keys sort by user key ascending, then by sequence
+// number descending (newest first), then by kind descending.
+type InternalKey struct {
+	UserKey []byte
+	Seq     uint64
+	Kind    Kind
+}
+
+// CompareInternalKeys orders internal keys: user key ascending (bytes.Compare),
+// then sequence number descending, then kind descending. It returns -1, 0 or +1.
+func CompareInternalKeys(a, b InternalKey) int {
+	if c := bytes.Compare(a.UserKey, b.UserKey); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(b.Seq, a.Seq); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.Kind, a.Kind)
+}
+
+// Iterator walks internal keys in internal-key order. Positioning methods
+// report whether the iterator is now at a key; Key and Value are valid until
+// the next positioning call. Error reports the first error met; a nil Error
+// after a false positioning result means the iteration is exhausted.
+//
+// Tables, memtables and the merging iterator of the compaction package all
+// implement it.
+type Iterator interface {
+	// First moves to the smallest internal key.
+	First() bool
+	// Last moves to the largest internal key.
+	Last() bool
+	// SeekGE moves to the first internal key whose user key is >= key.
+	SeekGE(key []byte) bool
+	// SeekLT moves to the last internal key whose user key is < key.
+	SeekLT(key []byte) bool
+	// Next moves to the next internal key.
+	Next() bool
+	// Prev moves to the previous internal key.
+	Prev() bool
+	// Key returns the current internal key.
+	Key() InternalKey
+	// Value returns the current value (nil for tombstones).
+	Value() []byte
+	// Error returns the first error the iterator met.
+	Error() error
+	// Close releases the iterator's resources and returns Error.
+	Close() error
+}
+
+// TableMeta describes one table for picking compactions and in the
+// manifest; compaction.Run returns one for each table it writes. Smallest
+// and Largest are the table's first and last internal keys.
+type TableMeta struct {
+	FileNum, Size     uint64
+	Smallest, Largest InternalKey
+}
