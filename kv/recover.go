@@ -1,0 +1,246 @@
+package kv
+
+// Recovery at Open: read the manifest (or start empty), check that the state
+// it names is whole on disk, replay the WALs it still needs into a memtable,
+// flush that to L0 under a new manifest and WAL, and delete what no longer
+// belongs to the store. See the package doc for the durability and
+// corruption policy, docs/ARCHITECTURE.md ("Contracts") for the rules.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/adaptkv/adaptkv/compaction"
+	"github.com/adaptkv/adaptkv/kv/internal/memtable"
+	"github.com/adaptkv/adaptkv/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// recover runs recovery and installs the recovered state in db. Its steps
+// are ordered so that a recovery that fails or is interrupted anywhere
+// leaves a directory the next Open recovers the same way.
+func (db *DB) recover() error {
+	fs, dir := db.fs, db.dir
+	st, err := db.readStoreState()
+	if err != nil {
+		return err
+	}
+	names, err := fs.List(dir)
+	if err != nil {
+		return err
+	}
+	maxNum := st.nextFileNum
+	var wals []uint64
+	for _, n := range names {
+		ft, num := parseFileName(n)
+		if ft == fileTypeWAL && num >= st.logNum {
+			wals = append(wals, num)
+		}
+		if ft != fileTypeUnknown && num >= maxNum {
+			maxNum = num + 1
+		}
+	}
+	slices.Sort(wals)
+	db.nextFileNum.Store(maxNum)
+	db.lastSeq.Store(st.lastSeq)
+	if err := checkStateOnDisk(st, names); err != nil {
+		return err
+	}
+	mt, err := db.replayWALs(wals)
+	if err != nil {
+		return err
+	}
+	levels := st.levels
+	if db.opts.ReadOnly {
+		db.logNum = st.logNum
+		db.mem = &memEntry{mt: mt}
+		db.current = db.newVersion(levels)
+		db.newReadStateLocked()
+		return nil
+	}
+
+	// Flush what the WAL held into an L0 table, write a fresh manifest whose
+	// log number is a new WAL's, then create that WAL. In this order a
+	// recovery that fails or is interrupted at any step leaves the old WALs
+	// as they were (the newest still newest, its torn tail still tolerated)
+	// or a manifest that no longer needs them: never a new empty WAL next
+	// to a manifest that still does.
+	if !mt.Empty() {
+		meta, err := db.writeTable(mt.NewIter())
+		if err != nil {
+			return err
+		}
+		db.preAdapt([]*compaction.TableMeta{meta})
+		levels, err = applyEdit(levels, &versionEdit{added: []addedTable{{level: 0, meta: meta}}})
+		if err != nil {
+			return err
+		}
+	}
+	walNum := db.allocFileNum()
+	manNum := db.allocFileNum()
+	m, err := createManifest(fs, dir, manNum,
+		snapshotEdit(levels, walNum, db.nextFileNum.Load(), db.lastSeq.Load()))
+	if err != nil {
+		return err
+	}
+	db.manifest = m
+	w, err := createWAL(fs, fs.PathJoin(dir, walFileName(walNum)), walNum)
+	if err != nil {
+		return err
+	}
+	db.wal = w
+	if err := syncDir(fs, dir); err != nil {
+		return err
+	}
+	db.logNum = walNum
+	db.mem = &memEntry{mt: memtable.New(), walNum: walNum}
+	db.current = db.newVersion(levels)
+	db.newReadStateLocked()
+	deleteObsoleteFiles(fs, dir, names, levels, walNum, manNum)
+	return nil
+}
+
+// readStoreState reads the state CURRENT names, or returns the empty state
+// of a new store (after checking that the directory holds no store files:
+// see checkNoStoreFiles).
+func (db *DB) readStoreState() (*manifestState, error) {
+	fs, dir := db.fs, db.dir
+	_, err := fs.Stat(fs.PathJoin(dir, currentFileName))
+	switch {
+	case err == nil:
+		return readManifest(fs, dir)
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, err
+	case db.opts.ReadOnly:
+		return nil, fmt.Errorf("kv: open %s read-only: no store there: %w", dir, err)
+	}
+	if err := checkNoStoreFiles(fs, dir); err != nil {
+		return nil, err
+	}
+	return &manifestState{nextFileNum: 1}, nil
+}
+
+// checkNoStoreFiles reports ErrCorruption when dir, which has no CURRENT,
+// holds what only an opened store writes: a table, an adaptive state file,
+// the known negatives or a WAL with records. Without CURRENT the store
+// would open empty beside them, silently without its data. (A MANIFEST and
+// an empty WAL alone are what a crash during a store's first Open leaves.)
+func checkNoStoreFiles(fs vfs.FS, dir string) error {
+	names, err := fs.List(dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		ft, _ := parseFileName(n)
+		bad := ft == fileTypeTable || ft == fileTypeState || n == knownNegFileName
+		if ft == fileTypeWAL {
+			st, err := fs.Stat(fs.PathJoin(dir, n))
+			if err != nil {
+				return err
+			}
+			bad = st.Size() > 0
+		}
+		if bad {
+			return fmt.Errorf("%w: %s has no %s but holds store file %s", ErrCorruption, dir, currentFileName, n)
+		}
+	}
+	return nil
+}
+
+// checkStateOnDisk reports ErrCorruption unless the state st describes is
+// whole among the directory's files names: every table of the manifest
+// exists, and a damaged last manifest record was torn, not lost.
+//
+// A damaged last manifest record is a torn write only if nothing acted on
+// it: an edit is acted on once durable (a flush's edit deletes the WAL it
+// replaced, a compaction's deletes its inputs), so the state before it must
+// still be whole on disk: the WAL it names (rotation creates a WAL before
+// any edit names it) and its tables. Otherwise the record was written and
+// lost later: the data it carried is gone, which is corruption, not a crash.
+func checkStateOnDisk(st *manifestState, names []string) error {
+	present := make(map[string]bool, len(names))
+	for _, n := range names {
+		present[n] = true
+	}
+	if st.torn >= 0 && st.logNum != 0 && !present[walFileName(st.logNum)] {
+		return fmt.Errorf("%w: the last record of %s (offset %d) is damaged and the state before it is not on disk (WAL %s is gone): an acknowledged edit was lost",
+			ErrCorruption, manifestFileName(st.manifestNum), st.torn, walFileName(st.logNum))
+	}
+	for lvl, ts := range st.levels {
+		for _, t := range ts {
+			if !present[tableFileName(t.FileNum)] {
+				return fmt.Errorf("%w: table %s of L%d is missing", ErrCorruption, tableFileName(t.FileNum), lvl)
+			}
+		}
+	}
+	return nil
+}
+
+// replayWALs replays the WALs wals (ascending) into one memtable, raising
+// db.lastSeq to the last sequence number replayed. The newest WAL, whose
+// torn tail is tolerated, is the newest with data: a later empty WAL was
+// created by a rotation or a recovery that went no further, before any
+// record was written to it (see replayWAL).
+func (db *DB) replayWALs(wals []uint64) (*memtable.MemTable, error) {
+	fs, dir := db.fs, db.dir
+	newest := len(wals) - 1
+	for ; newest > 0; newest-- {
+		st, err := fs.Stat(fs.PathJoin(dir, walFileName(wals[newest])))
+		if err != nil {
+			return nil, err
+		}
+		if st.Size() > 0 {
+			break
+		}
+	}
+	mt := memtable.New()
+	for i, num := range wals {
+		_, err := replayWAL(fs, fs.PathJoin(dir, walFileName(num)), i >= newest, func(data []byte) error {
+			buf := slices.Clone(data)
+			_, _, err := decodeBatch(buf, func(seq uint64, e batchEntry) error {
+				mt.Add(sstable.InternalKey{UserKey: e.key, Seq: seq, Kind: e.kind}, e.value)
+				if seq > db.lastSeq.Load() {
+					db.lastSeq.Store(seq)
+				}
+				return nil
+			})
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return mt, nil
+}
+
+// deleteObsoleteFiles deletes, among the directory's files names, those
+// nothing refers to once levels, WAL walNum and manifest manNum are the
+// store's: older WALs and manifests, tables (and their state files) of no
+// level, temporary files. Failures are ignored: the next Open tries again.
+func deleteObsoleteFiles(fs vfs.FS, dir string, names []string, levels [compaction.NumLevels][]*compaction.TableMeta, walNum, manNum uint64) {
+	live := make(map[uint64]bool)
+	for _, ts := range levels {
+		for _, t := range ts {
+			live[t.FileNum] = true
+		}
+	}
+	for _, n := range names {
+		ft, num := parseFileName(n)
+		del := false
+		switch ft {
+		case fileTypeTable, fileTypeState:
+			del = !live[num]
+		case fileTypeWAL:
+			del = num < walNum
+		case fileTypeManifest:
+			del = num != manNum
+		case fileTypeTemp:
+			del = true
+		}
+		if del {
+			_ = fs.Remove(fs.PathJoin(dir, n))
+		}
+	}
+}
