@@ -42,6 +42,10 @@ type DB struct {
 	pending    []*commitReq
 	leading    bool
 	wal        *walWriter // used only by the commit leader
+	// walNow mirrors wal for the WAL write-back goroutine of
+	// Options.WALBufferNoSync, which walKick wakes (see walWriteBackLoop).
+	walNow  atomic.Pointer[walWriter]
+	walKick chan struct{}
 
 	// mu protects the fields below.
 	mu      sync.Mutex
@@ -139,6 +143,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		snapshots:   make(map[*Snapshot]struct{}),
 		liveRS:      make(map[*readState]struct{}),
 		compactKick: make(chan struct{}, 1),
+		walKick:     make(chan struct{}, 1),
 		closeCh:     make(chan struct{}),
 	}
 	db.commitCond = sync.NewCond(&db.commitMu)
@@ -164,6 +169,10 @@ func Open(dir string, opts *Options) (*DB, error) {
 		db.wg.Add(2)
 		go db.flushLoop()
 		go db.compactLoop()
+		if o.WALBufferNoSync {
+			db.wg.Add(1)
+			go db.walWriteBackLoop()
+		}
 		db.kickCompaction()
 	}
 	db.wg.Add(1)

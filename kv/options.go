@@ -56,6 +56,15 @@ type Options struct {
 	// FS is the file system; nil means vfs.Default. Tests use vfs.NewMem,
 	// vfs.NewCrashableMem or errorfs.
 	FS vfs.FS
+	// WALBufferNoSync makes NoSync writes return once their WAL record is in
+	// the store's WAL buffer, as Pebble's NoSync writes do, instead of once
+	// it has reached the OS (the default). A background goroutine writes the
+	// buffer to the OS right behind the writers, so NoSync writes make no
+	// system call of their own; the price is that NoSync writes acknowledged
+	// in the moment before the process dies may be lost (a machine crash
+	// loses unsynced writes either way). Sync writes, Flush and Close write
+	// and fsync everything buffered before them, as always.
+	WALBufferNoSync bool
 	// MaxImmutableMemTables is the number of full memtables that may wait for
 	// a flush before writers stall. Default 4.
 	MaxImmutableMemTables int

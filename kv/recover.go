@@ -91,6 +91,7 @@ func (db *DB) recover() error {
 		return err
 	}
 	db.wal = w
+	db.walNow.Store(w)
 	if err := syncDir(fs, dir); err != nil {
 		return err
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/record"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -15,10 +17,18 @@ import (
 // walWriter appends batches to one WAL file with Pebble's record framing
 // (32 KiB blocks of checksummed chunks). Every record starts with the offset
 // up to which the file was fsynced before the record was written (see
-// replayWAL for how recovery uses it). It is used by the commit leader only.
+// replayWAL for how recovery uses it). add and flush are called by the
+// commit leader only.
+//
+// The framing writes into walBuffer, not the file: pebble's record.Writer
+// hands every record to its writer as soon as it is complete, so without the
+// buffer each record would cost a write system call, and flush another. With
+// it, a commit group costs one write (and one fsync if any of its writes is
+// Sync), however many batches it holds.
 type walWriter struct {
 	num    uint64
 	f      vfs.File
+	buf    *walBuffer
 	w      *record.Writer
 	synced int64 // file offset known durable
 	closed bool
@@ -29,20 +39,22 @@ func createWAL(fs vfs.FS, path string, num uint64) (*walWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &walWriter{num: num, f: f, w: record.NewWriter(f)}, nil
+	buf := &walBuffer{f: f}
+	return &walWriter{num: num, f: f, buf: buf, w: record.NewWriter(buf)}, nil
 }
 
 // add writes one batch record (its first 8 bytes are overwritten with the
-// synced offset). The record reaches the OS only at flush.
+// synced offset) into the buffer; it reaches the OS at flush.
 func (w *walWriter) add(data []byte) error {
 	binary.LittleEndian.PutUint64(data[0:8], uint64(w.synced))
 	_, err := w.w.WriteRecord(data)
 	return err
 }
 
-// flush hands buffered records to the OS and, if sync, fsyncs the file.
+// flush hands the records added so far to the OS and, if sync, fsyncs the
+// file.
 func (w *walWriter) flush(sync bool) error {
-	if err := w.w.Flush(); err != nil {
+	if err := w.w.Flush(); err != nil { // record.Writer calls w.buf.Flush
 		return err
 	}
 	if sync {
@@ -53,6 +65,19 @@ func (w *walWriter) flush(sync bool) error {
 	}
 	return nil
 }
+
+// finishRecords ends the framing's pending record so that what was added is
+// in the buffer, without writing it to the OS: the buffered mode
+// (Options.WALBufferNoSync) leaves that to writeBack.
+func (w *walWriter) finishRecords() error {
+	w.buf.deferWrites.Store(true)
+	defer w.buf.deferWrites.Store(false)
+	return w.w.Flush()
+}
+
+// writeBack writes what the buffer holds to the OS. It may run on any
+// goroutine, concurrently with the leader's add (see walBuffer).
+func (w *walWriter) writeBack() error { return w.buf.writeBack() }
 
 // close flushes, fsyncs and closes the file. Later calls do nothing.
 func (w *walWriter) close() error {
@@ -68,6 +93,63 @@ func (w *walWriter) close() error {
 		err = cerr
 	}
 	return err
+}
+
+// maxWALBufferKept is the largest buffer kept for reuse: a huge batch's
+// buffer is dropped once written rather than held for the WAL's life.
+const maxWALBufferKept = 1 << 20
+
+// walBuffer collects the framed bytes of a WAL until they are written to the
+// file. Write (from the framing, on the commit leader) appends under mu;
+// writeBack swaps the bytes out under mu and writes them with writeMu held,
+// so that writes reach the file in order while the leader keeps appending
+// to the other buffer. Flush, which record.Writer.Flush calls, writes back
+// unless deferWrites is set.
+type walBuffer struct {
+	f           vfs.File
+	deferWrites atomic.Bool
+
+	mu  sync.Mutex
+	cur []byte
+
+	writeMu sync.Mutex
+	spare   []byte // under writeMu
+	err     error  // first write error, under writeMu: every later write fails
+}
+
+// Write appends p to the buffer (io.Writer, for record.Writer).
+func (b *walBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	b.cur = append(b.cur, p...)
+	b.mu.Unlock()
+	return len(p), nil
+}
+
+// Flush writes the buffer back unless writes are deferred.
+func (b *walBuffer) Flush() error {
+	if b.deferWrites.Load() {
+		return nil
+	}
+	return b.writeBack()
+}
+
+func (b *walBuffer) writeBack() error {
+	b.writeMu.Lock()
+	defer b.writeMu.Unlock()
+	if b.err != nil {
+		return b.err
+	}
+	b.mu.Lock()
+	out := b.cur
+	b.cur = b.spare[:0]
+	b.mu.Unlock()
+	if len(out) > 0 {
+		_, b.err = b.f.Write(out)
+	}
+	if cap(out) <= maxWALBufferKept {
+		b.spare = out
+	}
+	return b.err
 }
 
 // Record framing constants of pebble/record (legacy chunk format).

@@ -176,9 +176,20 @@ func (db *DB) commitGroup(group []*commitReq) {
 	if sync {
 		db.walSyncs.Add(1)
 	}
-	if err := db.wal.flush(sync); err != nil {
-		fail(db.setBGErr(fmt.Errorf("kv: WAL sync: %w", err)))
-		return
+	if sync || !db.opts.WALBufferNoSync {
+		if err := db.wal.flush(sync); err != nil {
+			fail(db.setBGErr(fmt.Errorf("kv: WAL sync: %w", err)))
+			return
+		}
+	} else {
+		if err := db.wal.finishRecords(); err != nil {
+			fail(db.setBGErr(fmt.Errorf("kv: WAL write: %w", err)))
+			return
+		}
+		select {
+		case db.walKick <- struct{}{}:
+		default:
+		}
 	}
 	mt := db.mem.mt
 	for _, r := range batches {
@@ -227,6 +238,7 @@ func (db *DB) rotateMemtable() error {
 		return db.setBGErr(fmt.Errorf("kv: close WAL: %w", err))
 	}
 	db.wal = w
+	db.walNow.Store(w)
 	db.mu.Lock()
 	db.imm = append(slices.Clone(db.imm), db.mem)
 	db.mem = &memEntry{mt: memtable.New(), walNum: num}
@@ -235,4 +247,23 @@ func (db *DB) rotateMemtable() error {
 	db.mu.Unlock()
 	releaseReadState(oldRS)
 	return nil
+}
+
+// walWriteBackLoop writes the WAL buffer to the OS whenever a commit group
+// left records in it (Options.WALBufferNoSync), off the writers' path: the
+// leader keeps appending to the buffer while the write runs. A write error
+// stops the store's writes as a WAL write error in a commit would.
+func (db *DB) walWriteBackLoop() {
+	defer db.wg.Done()
+	for {
+		select {
+		case <-db.walKick:
+		case <-db.closeCh:
+			return
+		}
+		if err := db.walNow.Load().writeBack(); err != nil {
+			db.setBGErr(fmt.Errorf("kv: WAL write: %w", err))
+			return
+		}
+	}
 }

@@ -11,11 +11,12 @@ package memtable
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"sync"
 	"sync/atomic"
 
-	"github.com/adaptkv/adaptkv/sstable"
+	"github.com/adaptkv/adaptkv/internal/base"
 )
 
 const maxHeight = 20
@@ -25,10 +26,47 @@ const maxHeight = 20
 const nodeOverhead = 64
 
 type node struct {
-	key   sstable.InternalKey
-	value []byte
-	next  []atomic.Pointer[node]
+	// prefix is the first 8 bytes of key.UserKey, big endian, zero padded:
+	// nodes whose prefixes differ compare by prefix alone (see compare).
+	prefix uint64
+	key    base.InternalKey
+	value  []byte
+	next   []atomic.Pointer[node]
 }
+
+// keyPrefix returns the first 8 bytes of k as a big-endian number, padded
+// with zeros. Where two keys' prefixes differ, they order as the keys do:
+// the first differing byte is within the 8, or one key is a prefix of the
+// other and its padding zeros are not above the other's bytes.
+func keyPrefix(k []byte) uint64 {
+	if len(k) >= 8 {
+		return binary.BigEndian.Uint64(k)
+	}
+	var p uint64
+	for i, c := range k {
+		p |= uint64(c) << (56 - 8*i)
+	}
+	return p
+}
+
+// compare orders n's key against key, whose prefix is kp, as
+// base.CompareInternalKeys does.
+func compare(n *node, key base.InternalKey, kp uint64) int {
+	if n.prefix != kp {
+		if n.prefix < kp {
+			return -1
+		}
+		return 1
+	}
+	return base.CompareInternalKeys(n.key, key)
+}
+
+// Nodes and their link arrays are carved from slabs, so that an insert
+// allocates nothing but, now and then, a new slab.
+const (
+	nodeSlab = 256
+	linkSlab = 1024
+)
 
 // MemTable is a concurrent skiplist of internal keys. The zero value is not
 // usable; call New.
@@ -38,8 +76,26 @@ type MemTable struct {
 	size   atomic.Int64
 	count  atomic.Int64
 
-	mu  sync.Mutex // serializes Add
-	rnd uint64
+	mu    sync.Mutex // serializes Add; guards rnd and the slabs
+	rnd   uint64
+	nodes []node                 // unused nodes of the current slab
+	links []atomic.Pointer[node] // unused links of the current slab
+}
+
+// newNode returns a node with nh links from the slabs (under mu).
+func (m *MemTable) newNode(key base.InternalKey, value []byte, nh int) *node {
+	if len(m.nodes) == 0 {
+		m.nodes = make([]node, nodeSlab)
+	}
+	n := &m.nodes[0]
+	m.nodes = m.nodes[1:]
+	if len(m.links) < nh {
+		m.links = make([]atomic.Pointer[node], linkSlab)
+	}
+	n.prefix, n.key, n.value = keyPrefix(key.UserKey), key, value
+	n.next = m.links[:nh:nh]
+	m.links = m.links[nh:]
+	return n
 }
 
 // New returns an empty memtable.
@@ -66,16 +122,17 @@ func (m *MemTable) randomHeight() int {
 // Add inserts key (with a copy of neither key nor value: the caller hands
 // over ownership) and its value. Inserting an internal key equal to an
 // existing one is not expected (sequence numbers are unique).
-func (m *MemTable) Add(key sstable.InternalKey, value []byte) {
+func (m *MemTable) Add(key base.InternalKey, value []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var preds [maxHeight]*node
 	x := m.head
 	h := int(m.height.Load())
+	kp := keyPrefix(key.UserKey)
 	for lvl := h - 1; lvl >= 0; lvl-- {
 		for {
 			nx := x.next[lvl].Load()
-			if nx == nil || sstable.CompareInternalKeys(nx.key, key) >= 0 {
+			if nx == nil || compare(nx, key, kp) >= 0 {
 				break
 			}
 			x = nx
@@ -89,7 +146,7 @@ func (m *MemTable) Add(key sstable.InternalKey, value []byte) {
 		}
 		m.height.Store(int32(nh))
 	}
-	n := &node{key: key, value: value, next: make([]atomic.Pointer[node], nh)}
+	n := m.newNode(key, value, nh)
 	for lvl := 0; lvl < nh; lvl++ {
 		n.next[lvl].Store(preds[lvl].next[lvl].Load())
 	}
@@ -112,12 +169,13 @@ func (m *MemTable) Len() int { return int(m.count.Load()) }
 func (m *MemTable) Empty() bool { return m.count.Load() == 0 }
 
 // findGE returns the first node whose key is >= key, or nil.
-func (m *MemTable) findGE(key sstable.InternalKey) *node {
+func (m *MemTable) findGE(key base.InternalKey) *node {
 	x := m.head
+	kp := keyPrefix(key.UserKey)
 	for lvl := int(m.height.Load()) - 1; lvl >= 0; lvl-- {
 		for {
 			nx := x.next[lvl].Load()
-			if nx == nil || sstable.CompareInternalKeys(nx.key, key) >= 0 {
+			if nx == nil || compare(nx, key, kp) >= 0 {
 				break
 			}
 			x = nx
@@ -127,12 +185,13 @@ func (m *MemTable) findGE(key sstable.InternalKey) *node {
 }
 
 // findLT returns the last node whose key is < key, or nil.
-func (m *MemTable) findLT(key sstable.InternalKey) *node {
+func (m *MemTable) findLT(key base.InternalKey) *node {
 	x := m.head
+	kp := keyPrefix(key.UserKey)
 	for lvl := int(m.height.Load()) - 1; lvl >= 0; lvl-- {
 		for {
 			nx := x.next[lvl].Load()
-			if nx == nil || sstable.CompareInternalKeys(nx.key, key) >= 0 {
+			if nx == nil || compare(nx, key, kp) >= 0 {
 				break
 			}
 			x = nx
@@ -162,18 +221,18 @@ func (m *MemTable) findLast() *node {
 }
 
 // seekKey is the smallest internal key with the given user key.
-func seekKey(userKey []byte) sstable.InternalKey {
-	return sstable.InternalKey{UserKey: userKey, Seq: math.MaxUint64, Kind: sstable.Kind(math.MaxUint8)}
+func seekKey(userKey []byte) base.InternalKey {
+	return base.InternalKey{UserKey: userKey, Seq: math.MaxUint64, Kind: base.Kind(math.MaxUint8)}
 }
 
 // Get returns the newest version of userKey whose sequence number is < seq.
 // The value is the memtable's own slice: callers must copy it before handing
 // it out.
-func (m *MemTable) Get(userKey []byte, seq uint64) (value []byte, kind sstable.Kind, found bool) {
+func (m *MemTable) Get(userKey []byte, seq uint64) (value []byte, kind base.Kind, found bool) {
 	if seq == 0 {
 		return nil, 0, false
 	}
-	n := m.findGE(sstable.InternalKey{UserKey: userKey, Seq: seq - 1, Kind: sstable.Kind(math.MaxUint8)})
+	n := m.findGE(base.InternalKey{UserKey: userKey, Seq: seq - 1, Kind: base.Kind(math.MaxUint8)})
 	if n == nil || !bytes.Equal(n.key.UserKey, userKey) {
 		return nil, 0, false
 	}
@@ -186,27 +245,27 @@ func (m *MemTable) Get(userKey []byte, seq uint64) (value []byte, kind sstable.K
 func (m *MemTable) NewIter() *Iter { return &Iter{m: m} }
 
 // Iter walks a memtable in internal-key order. It implements
-// sstable.Iterator.
+// base.Iterator.
 type Iter struct {
 	m *MemTable
 	n *node
 }
 
-var _ sstable.Iterator = (*Iter)(nil)
+var _ base.Iterator = (*Iter)(nil)
 
-// First implements sstable.Iterator.
+// First implements base.Iterator.
 func (it *Iter) First() bool { it.n = it.m.head.next[0].Load(); return it.n != nil }
 
-// Last implements sstable.Iterator.
+// Last implements base.Iterator.
 func (it *Iter) Last() bool { it.n = it.m.findLast(); return it.n != nil }
 
-// SeekGE implements sstable.Iterator.
+// SeekGE implements base.Iterator.
 func (it *Iter) SeekGE(key []byte) bool { it.n = it.m.findGE(seekKey(key)); return it.n != nil }
 
-// SeekLT implements sstable.Iterator.
+// SeekLT implements base.Iterator.
 func (it *Iter) SeekLT(key []byte) bool { it.n = it.m.findLT(seekKey(key)); return it.n != nil }
 
-// Next implements sstable.Iterator.
+// Next implements base.Iterator.
 func (it *Iter) Next() bool {
 	if it.n == nil {
 		return false
@@ -215,7 +274,7 @@ func (it *Iter) Next() bool {
 	return it.n != nil
 }
 
-// Prev implements sstable.Iterator.
+// Prev implements base.Iterator.
 func (it *Iter) Prev() bool {
 	if it.n == nil {
 		return false
@@ -224,14 +283,14 @@ func (it *Iter) Prev() bool {
 	return it.n != nil
 }
 
-// Key implements sstable.Iterator.
-func (it *Iter) Key() sstable.InternalKey { return it.n.key }
+// Key implements base.Iterator.
+func (it *Iter) Key() base.InternalKey { return it.n.key }
 
-// Value implements sstable.Iterator.
+// Value implements base.Iterator.
 func (it *Iter) Value() []byte { return it.n.value }
 
-// Error implements sstable.Iterator.
+// Error implements base.Iterator.
 func (it *Iter) Error() error { return nil }
 
-// Close implements sstable.Iterator.
+// Close implements base.Iterator.
 func (it *Iter) Close() error { it.n = nil; return nil }

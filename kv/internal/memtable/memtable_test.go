@@ -7,12 +7,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/adaptkv/adaptkv/sstable"
+	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/stretchr/testify/require"
 )
 
-func ik(k string, seq uint64, kind sstable.Kind) sstable.InternalKey {
-	return sstable.InternalKey{UserKey: []byte(k), Seq: seq, Kind: kind}
+func ik(k string, seq uint64, kind base.Kind) base.InternalKey {
+	return base.InternalKey{UserKey: []byte(k), Seq: seq, Kind: kind}
 }
 
 // TestOrderAndGet inserts random versions and checks the iteration order
@@ -21,13 +21,13 @@ func ik(k string, seq uint64, kind sstable.Kind) sstable.InternalKey {
 func TestOrderAndGet(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	m := New()
-	var all []sstable.InternalKey
+	var all []base.InternalKey
 	for seq := uint64(1); seq <= 5000; seq++ {
-		k := ik(fmt.Sprintf("k%03d", rng.IntN(500)), seq, sstable.Kind(rng.IntN(2)))
+		k := ik(fmt.Sprintf("k%03d", rng.IntN(500)), seq, base.Kind(rng.IntN(2)))
 		m.Add(k, []byte(fmt.Sprint(seq)))
 		all = append(all, k)
 	}
-	slices.SortFunc(all, sstable.CompareInternalKeys)
+	slices.SortFunc(all, base.CompareInternalKeys)
 	require.Equal(t, len(all), m.Len())
 	it := m.NewIter()
 	i := 0
@@ -44,7 +44,7 @@ func TestOrderAndGet(t *testing.T) {
 	require.Zero(t, i)
 	for n := 0; n < 200; n++ {
 		k := fmt.Sprintf("k%03d", rng.IntN(520))
-		j := slices.IndexFunc(all, func(x sstable.InternalKey) bool { return string(x.UserKey) >= k })
+		j := slices.IndexFunc(all, func(x base.InternalKey) bool { return string(x.UserKey) >= k })
 		ok := it.SeekGE([]byte(k))
 		require.Equal(t, j >= 0, ok)
 		if ok {
@@ -60,7 +60,7 @@ func TestOrderAndGet(t *testing.T) {
 		}
 		// Get at a random snapshot: newest version with Seq < snap.
 		snap := uint64(rng.IntN(5002))
-		var want *sstable.InternalKey
+		var want *base.InternalKey
 		for x := range all {
 			if string(all[x].UserKey) == k && all[x].Seq < snap {
 				want = &all[x]
@@ -89,7 +89,7 @@ func TestConcurrentReaders(t *testing.T) {
 		defer close(done)
 		rng := rand.New(rand.NewPCG(3, 4))
 		for seq := uint64(1); seq <= n; seq++ {
-			m.Add(ik(fmt.Sprintf("k%06d", rng.IntN(n)), seq, sstable.KindSet), nil)
+			m.Add(ik(fmt.Sprintf("k%06d", rng.IntN(n)), seq, base.KindSet), nil)
 		}
 	}()
 	for r := 0; r < 3; r++ {
@@ -105,9 +105,9 @@ func TestConcurrentReaders(t *testing.T) {
 				before := m.Len()
 				it := m.NewIter()
 				cnt := 0
-				var prev sstable.InternalKey
+				var prev base.InternalKey
 				for ok := it.First(); ok; ok = it.Next() {
-					if cnt > 0 && sstable.CompareInternalKeys(prev, it.Key()) >= 0 {
+					if cnt > 0 && base.CompareInternalKeys(prev, it.Key()) >= 0 {
 						t.Errorf("out of order: %v then %v", prev, it.Key())
 						return
 					}
@@ -123,4 +123,57 @@ func TestConcurrentReaders(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, n, m.Len())
+}
+
+// TestPrefixCompare checks that comparing by the 8-byte prefix first orders
+// keys exactly as base.CompareInternalKeys does, on keys of 0 to 12 bytes
+// over a tiny alphabet with zero bytes (so prefixes tie, keys are prefixes
+// of one another and padding meets real zeros), and that the memtable
+// iterates them in that order.
+func TestPrefixCompare(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	randKey := func() []byte {
+		k := make([]byte, rng.IntN(13))
+		for i := range k {
+			k[i] = []byte{0, 1, 0xff}[rng.IntN(3)]
+		}
+		return k
+	}
+	m := New()
+	var all []base.InternalKey
+	for seq := uint64(1); seq <= 20000; seq++ {
+		a := base.InternalKey{UserKey: randKey(), Seq: seq, Kind: base.KindSet}
+		b := base.InternalKey{UserKey: randKey(), Seq: seq + 1, Kind: base.KindSet}
+		n := &node{prefix: keyPrefix(a.UserKey), key: a}
+		require.Equal(t, base.CompareInternalKeys(a, b), compare(n, b, keyPrefix(b.UserKey)), "%x vs %x", a.UserKey, b.UserKey)
+		m.Add(a, nil)
+		all = append(all, a)
+	}
+	slices.SortFunc(all, base.CompareInternalKeys)
+	it := m.NewIter()
+	i := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		require.Equal(t, all[i], it.Key())
+		i++
+	}
+	require.Equal(t, len(all), i)
+}
+
+// BenchmarkAdd measures inserting 16-byte random keys with 100-byte values
+// into one memtable (a new one every 32k entries, about a 4 MiB memtable).
+func BenchmarkAdd(b *testing.B) {
+	value := make([]byte, 100)
+	m := New()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i%(1<<15) == 0 {
+			m = New()
+		}
+		k := make([]byte, 16)
+		h := uint64(i) * 0x9E3779B97F4A7C15
+		for j := range 8 {
+			k[j], k[8+j] = byte(h>>(8*j)), byte(h>>(8*j+3))
+		}
+		m.Add(base.InternalKey{UserKey: k, Seq: uint64(i + 1), Kind: base.KindSet}, value)
+	}
 }

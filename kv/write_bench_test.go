@@ -1,0 +1,167 @@
+package kv
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/stretchr/testify/require"
+)
+
+// writeStore is what BenchmarkWriteVsPebble writes through: the store under
+// test or a pebble.DB, each with its own defaults.
+type writeStore interface {
+	set(key, value []byte, sync bool) error
+	close() error
+}
+
+type kvWriteStore struct{ db *DB }
+
+func (s kvWriteStore) set(key, value []byte, sync bool) error {
+	if sync {
+		return s.db.Set(key, value, Sync)
+	}
+	return s.db.Set(key, value, NoSync)
+}
+func (s kvWriteStore) close() error { return s.db.Close() }
+
+type pebbleWriteStore struct{ db *pebble.DB }
+
+func (s pebbleWriteStore) set(key, value []byte, sync bool) error {
+	if sync {
+		return s.db.Set(key, value, pebble.Sync)
+	}
+	return s.db.Set(key, value, pebble.NoSync)
+}
+func (s pebbleWriteStore) close() error { return s.db.Close() }
+
+func openWriteStore(b *testing.B, name string) writeStore {
+	dir := b.TempDir()
+	switch name {
+	case "kv", "kv-buffered":
+		db, err := Open(dir, &Options{WALBufferNoSync: name == "kv-buffered"})
+		require.NoError(b, err)
+		return kvWriteStore{db}
+	default:
+		// Pebble's defaults, with its bloom filter (10 bits/key) on every
+		// level, as the measurements used.
+		o := &pebble.Options{Logger: quietPebbleLogger{}}
+		o.EnsureDefaults()
+		for i := range o.Levels {
+			o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		}
+		db, err := pebble.Open(dir, o)
+		require.NoError(b, err)
+		return pebbleWriteStore{db}
+	}
+}
+
+type quietPebbleLogger struct{}
+
+func (quietPebbleLogger) Infof(string, ...any)  {}
+func (quietPebbleLogger) Errorf(string, ...any) {}
+func (quietPebbleLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
+}
+
+// writeKey is key i of the benchmark's write stream: 16 bytes in random
+// order (a 64-bit mix of i, twice), the same stream for both stores.
+func writeKey(dst []byte, i uint64) []byte {
+	h := i*0x9E3779B97F4A7C15 ^ 0x5851F42D4C957F2D
+	dst = binary.BigEndian.AppendUint64(dst[:0], h)
+	return binary.BigEndian.AppendUint64(dst, h*0xBF58476D1CE4E5B9)
+}
+
+// BenchmarkWriteVsPebble writes the same stream of 16-byte keys in random
+// order with 100-byte values into the store and into a pebble.DB, both on
+// the OS file system with their default options (kv-buffered: with
+// Options.WALBufferNoSync, Pebble's NoSync durability): NoSync writes from one and
+// from two goroutines, and Sync writes from 16. ns/op is the wall time per
+// write of all goroutines together (so kv/pebble throughput is the inverse
+// ratio of their ns/op); p50, p99 and p99.9 are the latencies of single
+// writes.
+//
+//	go test ./kv -run '^$' -bench WriteVsPebble -benchtime 200000x
+func BenchmarkWriteVsPebble(b *testing.B) {
+	modes := []struct {
+		name       string
+		goroutines int
+		sync       bool
+	}{
+		{"nosync-1", 1, false},
+		{"nosync-2", 2, false},
+		{"sync-16", 16, true},
+	}
+	for _, m := range modes {
+		for _, store := range []string{"kv", "kv-buffered", "pebble"} {
+			b.Run(fmt.Sprintf("%s/%s", m.name, store), func(b *testing.B) {
+				benchWrites(b, openWriteStore(b, store), m.goroutines, m.sync)
+			})
+		}
+	}
+}
+
+func benchWrites(b *testing.B, s writeStore, goroutines int, syncWrites bool) {
+	value := make([]byte, 100)
+	for i := range value {
+		value[i] = byte(rand.Uint32())
+	}
+	lat := make([][]time.Duration, goroutines)
+	var next sync.Mutex
+	n := uint64(0)
+	errs := make(chan error, goroutines)
+	var wg sync.WaitGroup
+	b.SetBytes(16 + 100)
+	b.ResetTimer()
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			var key []byte
+			for {
+				// Claim writes in runs of 64 so goroutines share b.N.
+				next.Lock()
+				start := n
+				n += 64
+				next.Unlock()
+				if start >= uint64(b.N) {
+					return
+				}
+				end := min(start+64, uint64(b.N))
+				for i := start; i < end; i++ {
+					key = writeKey(key, i)
+					t0 := time.Now()
+					if err := s.set(key, value, syncWrites); err != nil {
+						errs <- err
+						return
+					}
+					lat[g] = append(lat[g], time.Since(t0))
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	q := func(p float64) float64 {
+		if len(all) == 0 {
+			return 0
+		}
+		return float64(all[min(len(all)-1, int(p*float64(len(all))))].Nanoseconds())
+	}
+	b.ReportMetric(q(0.50), "p50-ns")
+	b.ReportMetric(q(0.99), "p99-ns")
+	b.ReportMetric(q(0.999), "p99.9-ns")
+	require.NoError(b, s.close())
+}
