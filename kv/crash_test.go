@@ -198,9 +198,18 @@ func checkWriterPrefix(t *testing.T, db *DB, round, g int) int {
 // points a crash clone keeps only fsynced data (and, in half the clones, a
 // random part of the rest); every write acknowledged with Sync must be in
 // the reopened clone, through flushes and compactions running meanwhile.
+// It runs with the WAL written per commit group (the default) and with
+// Options.WALBufferNoSync, whose Sync writes must carry every buffered
+// NoSync write before them to disk.
 func TestCrashOS(t *testing.T) {
+	for _, buffered := range []bool{false, true} {
+		t.Run(fmt.Sprintf("WALBufferNoSync=%v", buffered), func(t *testing.T) { crashOS(t, buffered) })
+	}
+}
+
+func crashOS(t *testing.T, buffered bool) {
 	fs := vfs.NewCrashableMem()
-	opts := &Options{FS: fs, MemTableSize: 32 << 10, L0CompactionThreshold: 2, TargetFileSize: 16 << 10}
+	opts := &Options{FS: fs, MemTableSize: 32 << 10, L0CompactionThreshold: 2, TargetFileSize: 16 << 10, WALBufferNoSync: buffered}
 	db, err := Open("db", opts)
 	require.NoError(t, err)
 	defer db.Close()
