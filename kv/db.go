@@ -24,6 +24,19 @@ import (
 const maxManifestSize = 1 << 20
 
 // DB is an open store. All methods are safe for concurrent use.
+//
+// Its state is grouped below by the lock that guards it. The lock order
+// (a goroutine holding one may take only those after it) is:
+//
+//	compactMu -> manifestMu -> mu -> refMu -> deleteMu
+//
+// with tableCache.mu, the memtable's insert lock, the WAL buffer's locks and
+// the known-negative sketch's lock as leaves, taken under any of these and
+// holding nothing else. commitMu stands apart: it guards only the commit
+// queue and is never held while another lock is taken (the commit leader
+// writes the WAL and the memtable, and takes mu, after releasing it). Reads
+// take no lock at all (see loadReadState). docs/ARCHITECTURE.md,
+// "Concurrency in the store", says why each piece is where it is.
 type DB struct {
 	dir    string
 	opts   Options
@@ -36,7 +49,8 @@ type DB struct {
 	lastSeq     atomic.Uint64 // last sequence number applied to the memtable (visible)
 	nextFileNum atomic.Uint64
 
-	// Commit pipeline (group commit): see apply.
+	// Commit pipeline (group commit, write.go): commitMu guards pending and
+	// leading; the leader alone uses wal.
 	commitMu   sync.Mutex
 	commitCond *sync.Cond
 	pending    []*commitReq
@@ -66,15 +80,21 @@ type DB struct {
 	flushCond  *sync.Cond
 	stallCond  *sync.Cond // signalled when a flush finishes or bgErr is set
 
+	// refMu guards fileRefs: how many versions hold each table.
 	refMu    sync.Mutex
 	fileRefs map[uint64]int
 
+	// deleteMu orders file deletion against Close releasing the directory.
 	deleteMu      sync.Mutex
 	filesReleased bool // Close released the directory: delete no file
 
+	// manifestMu serializes manifest writes and the version installs that
+	// follow them (logAndApply).
 	manifestMu sync.Mutex
 	manifest   *manifestWriter
 
+	// compactMu is held by the one compaction running (background or
+	// manual, compact.go).
 	compactMu   sync.Mutex
 	compactKick chan struct{}
 	closeCh     chan struct{}

@@ -86,7 +86,7 @@ func (db *DB) recover() error {
 		return err
 	}
 	db.manifest = m
-	w, err := createWAL(fs, fs.PathJoin(dir, walFileName(walNum)), walNum)
+	w, err := createWAL(fs, fs.PathJoin(dir, walFileName(walNum)), walNum, db.walPreallocateSize())
 	if err != nil {
 		return err
 	}

@@ -34,11 +34,16 @@ type walWriter struct {
 	closed bool
 }
 
-func createWAL(fs vfs.FS, path string, num uint64) (*walWriter, error) {
+// createWAL creates WAL file num at path. The file grows in preallocated
+// steps of preallocate bytes and is synced with fdatasync (vfs's syncing
+// file, as Pebble's WAL): appends within preallocated space need no block
+// allocation at each sync. Pebble preallocates 110% of the memtable size.
+func createWAL(fs vfs.FS, path string, num uint64, preallocate int) (*walWriter, error) {
 	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return nil, err
 	}
+	f = vfs.NewSyncingFile(f, vfs.SyncingFileOptions{PreallocateSize: preallocate})
 	buf := &walBuffer{f: f}
 	return &walWriter{num: num, f: f, buf: buf, w: record.NewWriter(buf)}, nil
 }

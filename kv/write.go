@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
 	"github.com/adaptkv/adaptkv/sstable"
@@ -51,7 +52,7 @@ func (db *DB) Apply(b *Batch, o *WriteOptions) error {
 	if b == nil || b.count == 0 {
 		return nil
 	}
-	return db.commit(&commitReq{batch: b, sync: o.sync(), wake: make(chan bool, 1)})
+	return db.commitPooled(b, false, o.sync())
 }
 
 // applyOwned commits a batch the DB built itself (Set, Delete): the
@@ -63,7 +64,22 @@ func (db *DB) applyOwned(b *Batch, o *WriteOptions) error {
 	if db.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	return db.commit(&commitReq{batch: b, owned: true, sync: o.sync(), wake: make(chan bool, 1)})
+	return db.commitPooled(b, true, o.sync())
+}
+
+// commitReqs recycles the requests of writes (with their wake channels):
+// a request is free again once commit returned, since the leader touches a
+// request for the last time when it sends on its channel.
+var commitReqs = sync.Pool{New: func() any { return &commitReq{wake: make(chan bool, 1)} }}
+
+// commitPooled commits b through a recycled request.
+func (db *DB) commitPooled(b *Batch, owned, sync bool) error {
+	req := commitReqs.Get().(*commitReq)
+	req.batch, req.owned, req.sync = b, owned, sync
+	err := db.commit(req)
+	*req = commitReq{wake: req.wake}
+	commitReqs.Put(req)
+	return err
 }
 
 // commit runs req through group commit: the first writer to arrive becomes
@@ -100,13 +116,15 @@ func (db *DB) commit(req *commitReq) error {
 		db.commitCond.Broadcast()
 	}
 	db.commitMu.Unlock()
+	// The next leader first: its WAL write (and fsync) starts while the
+	// writers of this group wake up.
+	if next != nil {
+		next.wake <- true
+	}
 	for _, r := range group {
 		if r != req {
 			r.wake <- false
 		}
-	}
-	if next != nil {
-		next.wake <- true
 	}
 	return req.err
 }
@@ -225,7 +243,7 @@ func (db *DB) rotateMemtable() error {
 		return db.setBGErr(fmt.Errorf("kv: sync WAL: %w", err))
 	}
 	num := db.allocFileNum()
-	w, err := createWAL(db.fs, db.fs.PathJoin(db.dir, walFileName(num)), num)
+	w, err := createWAL(db.fs, db.fs.PathJoin(db.dir, walFileName(num)), num, db.walPreallocateSize())
 	if err != nil {
 		return db.setBGErr(fmt.Errorf("kv: create WAL: %w", err))
 	}
@@ -267,3 +285,7 @@ func (db *DB) walWriteBackLoop() {
 		}
 	}
 }
+
+// walPreallocateSize is the WAL's preallocation step: 110% of the memtable
+// size, Pebble's choice, so a WAL usually needs one step.
+func (db *DB) walPreallocateSize() int { return db.opts.MemTableSize + db.opts.MemTableSize/10 }
