@@ -5,13 +5,13 @@ import (
 	"math/rand"
 	"testing"
 
-	"github.com/adaptkv/adaptkv/sstable"
+	"github.com/adaptkv/adaptkv/internal/base"
 )
 
 // discardOutput counts what it is given.
 type discardOutput struct{ size uint64 }
 
-func (d *discardOutput) Add(k sstable.InternalKey, v []byte) error {
+func (d *discardOutput) Add(k base.InternalKey, v []byte) error {
 	d.size += uint64(len(k.UserKey) + len(v) + 8)
 	return nil
 }
@@ -35,7 +35,7 @@ func BenchmarkRun(b *testing.B) {
 				for v := 0; v < 4; v++ {
 					seq := uint64(v)<<30 + uint64(i) // two versions below the snapshot
 					c := rng.Intn(8)
-					children[c] = append(children[c], entry{key: sstable.InternalKey{UserKey: uk, Seq: seq, Kind: sstable.KindSet}, value: []byte("value")})
+					children[c] = append(children[c], entry{key: base.InternalKey{UserKey: uk, Seq: seq, Kind: base.KindSet}, value: []byte("value")})
 				}
 			}
 			for _, c := range children {
@@ -67,7 +67,7 @@ func BenchmarkMergingIterSeekGE(b *testing.B) {
 	for i := range keys {
 		keys[i] = []byte(fmt.Sprintf("user%012d", i))
 		c := rng.Intn(8)
-		children[c] = append(children[c], entry{key: sstable.InternalKey{UserKey: keys[i], Seq: uint64(i), Kind: sstable.KindSet}, value: []byte("value")})
+		children[c] = append(children[c], entry{key: base.InternalKey{UserKey: keys[i], Seq: uint64(i), Kind: base.KindSet}, value: []byte("value")})
 	}
 	it, _ := newMerged(children)
 	b.ReportAllocs()

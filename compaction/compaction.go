@@ -27,7 +27,7 @@ var (
 	// of internal-key order (or the same internal key twice).
 	ErrOutOfOrder = errors.New("compaction: input keys out of order")
 	// ErrUnsupportedKind reports an internal key kind other than
-	// sstable.KindSet and sstable.KindDelete.
+	// base.KindSet and base.KindDelete.
 	ErrUnsupportedKind = errors.New("compaction: unsupported key kind")
 	// ErrClosed reports use of a merging iterator after Close.
 	ErrClosed = errors.New("compaction: iterator closed")

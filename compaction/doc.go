@@ -38,6 +38,6 @@
 //	// on success: install metas at p.OutputLevel and remove p.Tables();
 //	// on error: delete the files of metas; then unmark busy
 //
-// Everything here works on sstable.Iterator and TableMeta values, so it is
+// Everything here works on base.Iterator and TableMeta values, so it is
 // tested with in-memory iterators and outputs, without a DB or real tables.
 package compaction

@@ -8,12 +8,12 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/adaptkv/adaptkv/sstable"
+	"github.com/adaptkv/adaptkv/internal/base"
 )
 
 // entry is one internal key and its value.
 type entry struct {
-	key   sstable.InternalKey
+	key   base.InternalKey
 	value []byte
 }
 
@@ -22,10 +22,10 @@ func (e entry) String() string {
 }
 
 func sortEntries(es []entry) {
-	slices.SortStableFunc(es, func(a, b entry) int { return sstable.CompareInternalKeys(a.key, b.key) })
+	slices.SortStableFunc(es, func(a, b entry) int { return base.CompareInternalKeys(a.key, b.key) })
 }
 
-// sliceIter is an in-memory sstable.Iterator over entries sorted in
+// sliceIter is an in-memory base.Iterator over entries sorted in
 // internal-key order. failAfter > 0 makes the failAfter-th positioning call
 // (and all later ones) fail with errInjected.
 type sliceIter struct {
@@ -118,9 +118,9 @@ func (s *sliceIter) Prev() bool {
 	return s.valid()
 }
 
-func (s *sliceIter) Key() sstable.InternalKey {
+func (s *sliceIter) Key() base.InternalKey {
 	if !s.valid() {
-		return sstable.InternalKey{}
+		return base.InternalKey{}
 	}
 	return s.es[s.pos].key
 }
@@ -153,11 +153,11 @@ type memOutput struct {
 	failFin  bool
 }
 
-func (o *memOutput) Add(key sstable.InternalKey, value []byte) error {
+func (o *memOutput) Add(key base.InternalKey, value []byte) error {
 	if o.finished || o.aborted {
 		return errors.New("memOutput: Add after Finish/Abort")
 	}
-	if n := len(o.es); n > 0 && sstable.CompareInternalKeys(o.es[n-1].key, key) >= 0 {
+	if n := len(o.es); n > 0 && base.CompareInternalKeys(o.es[n-1].key, key) >= 0 {
 		return fmt.Errorf("memOutput: out of order: %v then %v", o.es[n-1].key, key)
 	}
 	if o.failAdd > 0 && len(o.es)+1 == o.failAdd {

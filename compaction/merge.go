@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"cmp"
 
-	"github.com/adaptkv/adaptkv/sstable"
+	"github.com/adaptkv/adaptkv/internal/base"
 )
 
 // NewMergingIter returns an iterator over the union of iters in internal-key
@@ -28,7 +28,7 @@ import (
 // false and Error returns ErrClosed (or the error Close returned). The
 // iterator is not safe for
 // concurrent use.
-func NewMergingIter(iters ...sstable.Iterator) sstable.Iterator {
+func NewMergingIter(iters ...base.Iterator) base.Iterator {
 	m := &mergingIter{}
 	for _, it := range iters {
 		if it != nil {
@@ -48,12 +48,12 @@ const (
 )
 
 type heapItem struct {
-	key sstable.InternalKey // cached child.Key(), valid until the child moves
-	idx int                 // child index
+	key base.InternalKey // cached child.Key(), valid until the child moves
+	idx int              // child index
 }
 
 type mergingIter struct {
-	iters  []sstable.Iterator
+	iters  []base.Iterator
 	heap   []heapItem
 	inHeap []bool // scratch for direction switches
 	dir    int
@@ -128,7 +128,7 @@ func (m *mergingIter) add(i int, ok bool) bool {
 }
 
 // position runs pos on every child and builds the heap for dir.
-func (m *mergingIter) position(dir int, pos func(it sstable.Iterator) bool) bool {
+func (m *mergingIter) position(dir int, pos func(it base.Iterator) bool) bool {
 	if m.err != nil {
 		return false
 	}
@@ -143,24 +143,24 @@ func (m *mergingIter) position(dir int, pos func(it sstable.Iterator) bool) bool
 	return len(m.heap) > 0
 }
 
-// First implements sstable.Iterator.
+// First implements base.Iterator.
 func (m *mergingIter) First() bool {
-	return m.position(dirForward, sstable.Iterator.First)
+	return m.position(dirForward, base.Iterator.First)
 }
 
-// Last implements sstable.Iterator.
+// Last implements base.Iterator.
 func (m *mergingIter) Last() bool {
-	return m.position(dirReverse, sstable.Iterator.Last)
+	return m.position(dirReverse, base.Iterator.Last)
 }
 
-// SeekGE implements sstable.Iterator.
+// SeekGE implements base.Iterator.
 func (m *mergingIter) SeekGE(key []byte) bool {
-	return m.position(dirForward, func(it sstable.Iterator) bool { return it.SeekGE(key) })
+	return m.position(dirForward, func(it base.Iterator) bool { return it.SeekGE(key) })
 }
 
-// SeekLT implements sstable.Iterator.
+// SeekLT implements base.Iterator.
 func (m *mergingIter) SeekLT(key []byte) bool {
-	return m.position(dirReverse, func(it sstable.Iterator) bool { return it.SeekLT(key) })
+	return m.position(dirReverse, func(it base.Iterator) bool { return it.SeekLT(key) })
 }
 
 // step advances the top child in the current direction and restores the heap.
@@ -229,7 +229,7 @@ func (m *mergingIter) switchDir(dir int) bool {
 	return len(m.heap) > 0
 }
 
-// Next implements sstable.Iterator.
+// Next implements base.Iterator.
 func (m *mergingIter) Next() bool {
 	switch {
 	case m.err != nil || m.dir == dirNone:
@@ -240,7 +240,7 @@ func (m *mergingIter) Next() bool {
 	return m.step()
 }
 
-// Prev implements sstable.Iterator.
+// Prev implements base.Iterator.
 func (m *mergingIter) Prev() bool {
 	switch {
 	case m.err != nil || m.dir == dirNone:
@@ -251,16 +251,16 @@ func (m *mergingIter) Prev() bool {
 	return m.step()
 }
 
-// Key implements sstable.Iterator. It returns the zero InternalKey when the
+// Key implements base.Iterator. It returns the zero InternalKey when the
 // iterator is not at a key.
-func (m *mergingIter) Key() sstable.InternalKey {
+func (m *mergingIter) Key() base.InternalKey {
 	if len(m.heap) == 0 {
-		return sstable.InternalKey{}
+		return base.InternalKey{}
 	}
 	return m.heap[0].key
 }
 
-// Value implements sstable.Iterator. It returns nil when the iterator is not
+// Value implements base.Iterator. It returns nil when the iterator is not
 // at a key.
 func (m *mergingIter) Value() []byte {
 	if len(m.heap) == 0 {
@@ -269,12 +269,12 @@ func (m *mergingIter) Value() []byte {
 	return m.iters[m.heap[0].idx].Value()
 }
 
-// Error implements sstable.Iterator.
+// Error implements base.Iterator.
 func (m *mergingIter) Error() error {
 	return m.err
 }
 
-// Close implements sstable.Iterator: it closes every child and returns the
+// Close implements base.Iterator: it closes every child and returns the
 // first error met (by the iteration or by a child's Close).
 func (m *mergingIter) Close() error {
 	if m.closed {

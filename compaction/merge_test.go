@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/stretchr/testify/require"
-
-	"github.com/adaptkv/adaptkv/sstable"
 )
 
 var seedFlag = flag.Int64("seed", 0, "seed for the randomized tests (0 = from the clock)")
@@ -32,16 +31,16 @@ func testSeed(t testing.TB) int64 {
 func randChildren(rng *rand.Rand, n, maxLen, nKeys int, dups bool) [][]entry {
 	children := make([][]entry, n)
 	used := map[string]bool{}
-	var all []sstable.InternalKey
+	var all []base.InternalKey
 	for c := range children {
 		m := rng.Intn(maxLen + 1)
 		seen := map[string]bool{}
 		for j := 0; j < m; j++ {
-			var k sstable.InternalKey
+			var k base.InternalKey
 			if dups && len(all) > 0 && rng.Intn(8) == 0 {
 				k = all[rng.Intn(len(all))]
 			} else {
-				k = sstable.InternalKey{UserKey: randUserKey(rng, nKeys), Seq: uint64(rng.Intn(50)), Kind: sstable.Kind(rng.Intn(2))}
+				k = base.InternalKey{UserKey: randUserKey(rng, nKeys), Seq: uint64(rng.Intn(50)), Kind: base.Kind(rng.Intn(2))}
 			}
 			id := fmt.Sprintf("%s#%d,%d", k.UserKey, k.Seq, k.Kind)
 			if seen[id] || (!dups && used[id]) {
@@ -50,7 +49,7 @@ func randChildren(rng *rand.Rand, n, maxLen, nKeys int, dups bool) [][]entry {
 			seen[id], used[id] = true, true
 			all = append(all, k)
 			var v []byte
-			if k.Kind == sstable.KindSet {
+			if k.Kind == base.KindSet {
 				v = []byte(fmt.Sprintf("c%d-%d", c, j))
 			}
 			children[c] = append(children[c], entry{key: k, value: v})
@@ -71,8 +70,8 @@ func oracleOf(children [][]entry) []entry {
 	return all
 }
 
-func newMerged(children [][]entry) (sstable.Iterator, []*sliceIter) {
-	var its []sstable.Iterator
+func newMerged(children [][]entry) (base.Iterator, []*sliceIter) {
+	var its []base.Iterator
 	var sis []*sliceIter
 	for _, c := range children {
 		si := newSliceIter(c)
@@ -129,7 +128,7 @@ func (m *modelIter) do(op int, key []byte) bool {
 
 var opNames = []string{"First", "Last", "SeekGE", "SeekLT", "Next", "Prev", "Next", "Prev"}
 
-func doOp(it sstable.Iterator, op int, key []byte) bool {
+func doOp(it base.Iterator, op int, key []byte) bool {
 	switch op {
 	case 0:
 		return it.First()
@@ -172,7 +171,7 @@ func TestMergingIterRandomOps(t *testing.T) {
 			same := want == got && it.Error() == nil
 			if same && want {
 				e := model.es[model.pos]
-				same = sstable.CompareInternalKeys(e.key, it.Key()) == 0 && bytes.Equal(e.value, it.Value())
+				same = base.CompareInternalKeys(e.key, it.Key()) == 0 && bytes.Equal(e.value, it.Value())
 			}
 			if same {
 				continue
@@ -185,7 +184,7 @@ func TestMergingIterRandomOps(t *testing.T) {
 				require.Equal(t, e.key, it.Key(), msg)
 				require.Equal(t, e.value, it.Value(), msg)
 			} else {
-				require.Equal(t, sstable.InternalKey{}, it.Key(), msg)
+				require.Equal(t, base.InternalKey{}, it.Key(), msg)
 				require.Nil(t, it.Value(), msg)
 			}
 		}
@@ -258,7 +257,7 @@ func TestMergingIterErrorPropagation(t *testing.T) {
 				require.False(t, sawErr, "error must be sticky: %s", msg)
 			}
 			if sawErr {
-				require.Equal(t, sstable.InternalKey{}, it.Key(), msg)
+				require.Equal(t, base.InternalKey{}, it.Key(), msg)
 			}
 		}
 		if sis[bad].err != nil {
@@ -274,7 +273,7 @@ func TestMergingIterErrorPropagation(t *testing.T) {
 }
 
 func TestMergingIterCloseErrors(t *testing.T) {
-	a := newSliceIter([]entry{{key: sstable.InternalKey{UserKey: []byte("a"), Seq: 1, Kind: sstable.KindSet}}})
+	a := newSliceIter([]entry{{key: base.InternalKey{UserKey: []byte("a"), Seq: 1, Kind: base.KindSet}}})
 	b := newSliceIter(nil)
 	b.closeErr = errors.New("close failed")
 	it := NewMergingIter(a, b)
@@ -284,7 +283,7 @@ func TestMergingIterCloseErrors(t *testing.T) {
 	require.True(t, a.closed)
 	require.True(t, b.closed)
 
-	c := newSliceIter([]entry{{key: sstable.InternalKey{UserKey: []byte("a"), Seq: 1, Kind: sstable.KindSet}}})
+	c := newSliceIter([]entry{{key: base.InternalKey{UserKey: []byte("a"), Seq: 1, Kind: base.KindSet}}})
 	it = NewMergingIter(c)
 	require.True(t, it.First())
 	require.NoError(t, it.Close())
@@ -302,7 +301,7 @@ func BenchmarkMergingIter(b *testing.B) {
 			children := make([][]entry, n)
 			for i := 0; i < total; i++ {
 				c := rng.Intn(n)
-				k := sstable.InternalKey{UserKey: []byte(fmt.Sprintf("user%012d", i)), Seq: uint64(i), Kind: sstable.KindSet}
+				k := base.InternalKey{UserKey: []byte(fmt.Sprintf("user%012d", i)), Seq: uint64(i), Kind: base.KindSet}
 				children[c] = append(children[c], entry{key: k, value: []byte("value")})
 			}
 			b.ReportAllocs()

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/adaptkv/adaptkv/sstable"
+	"github.com/adaptkv/adaptkv/internal/base"
 )
 
 // Defaults of Options (used for zero fields).
@@ -437,10 +437,10 @@ func CheckLevels(levels [NumLevels][]*TableMeta) error {
 			if t == nil {
 				return fmt.Errorf("%w: L%d table %d is nil", ErrInvalidOptions, l, i)
 			}
-			if sstable.CompareInternalKeys(t.Smallest, t.Largest) > 0 {
+			if base.CompareInternalKeys(t.Smallest, t.Largest) > 0 {
 				return fmt.Errorf("%w: L%d table %d: smallest key after largest", ErrInvalidOptions, l, t.FileNum)
 			}
-			if l > 0 && i > 0 && sstable.CompareInternalKeys(tables[i-1].Largest, t.Smallest) >= 0 {
+			if l > 0 && i > 0 && base.CompareInternalKeys(tables[i-1].Largest, t.Smallest) >= 0 {
 				return fmt.Errorf("%w: L%d tables %d and %d overlap or are out of order",
 					ErrInvalidOptions, l, tables[i-1].FileNum, t.FileNum)
 			}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/adaptkv/adaptkv/sstable"
+	"github.com/adaptkv/adaptkv/internal/base"
 )
 
 // Output is one table being written by Run. The kv package backs it with an
@@ -15,7 +15,7 @@ type Output interface {
 	// Add appends an entry; keys arrive in strictly increasing internal-key
 	// order. The key's UserKey and the value are only valid during the call:
 	// an Output that keeps them must copy them.
-	Add(key sstable.InternalKey, value []byte) error
+	Add(key base.InternalKey, value []byte) error
 	// EstimatedSize is the size the table would have if finished now.
 	EstimatedSize() uint64
 	// Finish completes the table and returns its metadata.
@@ -84,7 +84,7 @@ const cancelCheckInterval = 4096
 // metadata of the outputs already finished, so that the caller can delete
 // their files. Input out of internal-key order gives ErrOutOfOrder; kinds
 // other than KindSet and KindDelete give ErrUnsupportedKind.
-func Run(in sstable.Iterator, opts RunOptions) ([]*TableMeta, error) {
+func Run(in base.Iterator, opts RunOptions) ([]*TableMeta, error) {
 	if in == nil {
 		return nil, fmt.Errorf("%w: nil input iterator", ErrInvalidOptions)
 	}
@@ -115,7 +115,7 @@ type runner struct {
 	pending  []uint64 // seqs of kept tombstones awaiting an older kept Set
 	stripe   int      // stripe of the last version seen of the current key
 	prevSeq  uint64
-	prevKind sstable.Kind
+	prevKind base.Kind
 }
 
 // stripeOf returns the index of the snapshot stripe holding seq: the number
@@ -125,7 +125,7 @@ func (r *runner) stripeOf(seq uint64) int {
 	return sort.Search(len(s), func(i int) bool { return s[i] > seq })
 }
 
-func (r *runner) run(in sstable.Iterator) error {
+func (r *runner) run(in base.Iterator) error {
 	first := true
 	n := 0
 	for ok := in.First(); ok; ok = in.Next() {
@@ -137,7 +137,7 @@ func (r *runner) run(in sstable.Iterator) error {
 			}
 		}
 		k := in.Key()
-		if k.Kind != sstable.KindSet && k.Kind != sstable.KindDelete {
+		if k.Kind != base.KindSet && k.Kind != base.KindDelete {
 			return fmt.Errorf("%w: %d at user key %q seq %d", ErrUnsupportedKind, k.Kind, k.UserKey, k.Seq)
 		}
 		sameKey := false
@@ -163,12 +163,12 @@ func (r *runner) run(in sstable.Iterator) error {
 		}
 		r.stripe = stripe
 		if r.opts.DropTombstones {
-			if k.Kind == sstable.KindDelete {
+			if k.Kind == base.KindDelete {
 				r.pending = append(r.pending, k.Seq)
 				continue
 			}
 			for _, seq := range r.pending {
-				if err := r.add(sstable.InternalKey{UserKey: r.userKey, Seq: seq, Kind: sstable.KindDelete}, nil); err != nil {
+				if err := r.add(base.InternalKey{UserKey: r.userKey, Seq: seq, Kind: base.KindDelete}, nil); err != nil {
 					return err
 				}
 			}
@@ -186,7 +186,7 @@ func (r *runner) run(in sstable.Iterator) error {
 
 // add writes one kept entry, cutting the output first if this is the first
 // entry of its user key and the output is full.
-func (r *runner) add(k sstable.InternalKey, value []byte) error {
+func (r *runner) add(k base.InternalKey, value []byte) error {
 	if !r.started {
 		r.started = true
 		if r.out != nil && r.opts.TargetFileSize > 0 && r.out.EstimatedSize() >= r.opts.TargetFileSize {

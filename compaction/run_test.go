@@ -8,9 +8,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/stretchr/testify/require"
-
-	"github.com/adaptkv/adaptkv/sstable"
 )
 
 // randVersions makes a random multi-version data set: for each of up to
@@ -26,15 +25,15 @@ func randVersions(rng *rand.Rand, nKeys, maxVersions int, maxSeq int) []entry {
 		n := 1 + rng.Intn(maxVersions)
 		seqs := rng.Perm(maxSeq)[:min(n, maxSeq)]
 		for _, s := range seqs {
-			kind := sstable.KindSet
+			kind := base.KindSet
 			if rng.Intn(3) == 0 {
-				kind = sstable.KindDelete
+				kind = base.KindDelete
 			}
 			var v []byte
-			if kind == sstable.KindSet {
+			if kind == base.KindSet {
 				v = []byte(fmt.Sprintf("v%s@%d", uk, s))
 			}
-			es = append(es, entry{key: sstable.InternalKey{UserKey: uk, Seq: uint64(s), Kind: kind}, value: v})
+			es = append(es, entry{key: base.InternalKey{UserKey: uk, Seq: uint64(s), Kind: kind}, value: v})
 		}
 	}
 	sortEntries(es)
@@ -98,7 +97,7 @@ func modelRun(es []entry, snapshots []uint64, dropTombstones bool) []entry {
 			}
 		}
 		if dropTombstones {
-			for len(kept) > 0 && kept[len(kept)-1].key.Kind == sstable.KindDelete {
+			for len(kept) > 0 && kept[len(kept)-1].key.Kind == base.KindDelete {
 				kept = kept[:len(kept)-1]
 			}
 		}
@@ -112,7 +111,7 @@ func modelRun(es []entry, snapshots []uint64, dropTombstones bool) []entry {
 func read(es []entry, userKey string, s uint64) (string, bool) {
 	for _, e := range es {
 		if string(e.key.UserKey) == userKey && e.key.Seq < s {
-			if e.key.Kind == sstable.KindDelete {
+			if e.key.Kind == base.KindDelete {
 				return "", false
 			}
 			return string(e.value), true
@@ -193,10 +192,10 @@ func TestRunVersionRulesRandom(t *testing.T) {
 					}
 				}
 				require.True(t, seen, "%s: version %v kept but seen by no reader", msg, v)
-				if drop && v.key.Kind == sstable.KindDelete {
+				if drop && v.key.Kind == base.KindDelete {
 					hasOlderSet := false
 					for _, w := range g[i+1:] {
-						hasOlderSet = hasOlderSet || w.key.Kind == sstable.KindSet
+						hasOlderSet = hasOlderSet || w.key.Kind == base.KindSet
 					}
 					require.True(t, hasOlderSet, "%s: bottommost tombstone %v hides nothing", msg, v)
 				}
@@ -235,10 +234,10 @@ func TestRunVersionRulesRandom(t *testing.T) {
 // TestRunVersionRulesExamples spells out the rules on small cases.
 func TestRunVersionRulesExamples(t *testing.T) {
 	set := func(k string, seq uint64) entry {
-		return entry{key: sstable.InternalKey{UserKey: []byte(k), Seq: seq, Kind: sstable.KindSet}, value: []byte(fmt.Sprintf("%s%d", k, seq))}
+		return entry{key: base.InternalKey{UserKey: []byte(k), Seq: seq, Kind: base.KindSet}, value: []byte(fmt.Sprintf("%s%d", k, seq))}
 	}
 	del := func(k string, seq uint64) entry {
-		return entry{key: sstable.InternalKey{UserKey: []byte(k), Seq: seq, Kind: sstable.KindDelete}}
+		return entry{key: base.InternalKey{UserKey: []byte(k), Seq: seq, Kind: base.KindDelete}}
 	}
 	cases := []struct {
 		name  string
@@ -279,7 +278,7 @@ func TestRunOutputCutting(t *testing.T) {
 	var es []entry
 	for k := 0; k < 100; k++ {
 		for s := 3; s >= 1; s-- {
-			es = append(es, entry{key: sstable.InternalKey{UserKey: []byte(fmt.Sprintf("k%03d", k)), Seq: uint64(s*1000 + k), Kind: sstable.KindSet}, value: []byte("vvvvvvvv")})
+			es = append(es, entry{key: base.InternalKey{UserKey: []byte(fmt.Sprintf("k%03d", k)), Seq: uint64(s*1000 + k), Kind: base.KindSet}, value: []byte("vvvvvvvv")})
 		}
 	}
 	sortEntries(es)
@@ -300,7 +299,7 @@ func TestRunOutputCutting(t *testing.T) {
 	// One user key bigger than the target is never split.
 	var big []entry
 	for s := 50; s >= 1; s-- {
-		big = append(big, entry{key: sstable.InternalKey{UserKey: []byte("big"), Seq: uint64(s * 2), Kind: sstable.KindSet}, value: []byte("x")})
+		big = append(big, entry{key: base.InternalKey{UserKey: []byte("big"), Seq: uint64(s * 2), Kind: base.KindSet}, value: []byte("x")})
 	}
 	snaps := make([]uint64, 0, 50)
 	for s := 1; s <= 50; s++ {
@@ -316,7 +315,7 @@ func TestRunOutputCutting(t *testing.T) {
 func TestRunErrors(t *testing.T) {
 	var es []entry
 	for k := 0; k < 50; k++ {
-		es = append(es, entry{key: sstable.InternalKey{UserKey: []byte(fmt.Sprintf("k%03d", k)), Seq: 1, Kind: sstable.KindSet}, value: []byte("0123456789")})
+		es = append(es, entry{key: base.InternalKey{UserKey: []byte(fmt.Sprintf("k%03d", k)), Seq: 1, Kind: base.KindSet}, value: []byte("0123456789")})
 	}
 	opts := func(s *memSink) RunOptions {
 		return RunOptions{TargetFileSize: 100, NewOutput: s.NewOutput}
@@ -425,7 +424,7 @@ func TestRunErrors(t *testing.T) {
 	t.Run("cancel", func(t *testing.T) {
 		var many []entry
 		for k := 0; k < 3*cancelCheckInterval; k++ {
-			many = append(many, entry{key: sstable.InternalKey{UserKey: []byte(fmt.Sprintf("k%06d", k)), Seq: 1, Kind: sstable.KindSet}})
+			many = append(many, entry{key: base.InternalKey{UserKey: []byte(fmt.Sprintf("k%06d", k)), Seq: 1, Kind: base.KindSet}})
 		}
 		cancel := make(chan struct{})
 		close(cancel)

@@ -8,13 +8,13 @@ import (
 	"slices"
 
 	"github.com/adaptkv/adaptkv/compaction"
-	"github.com/adaptkv/adaptkv/sstable"
+	"github.com/adaptkv/adaptkv/internal/base"
 )
 
 // applyEdit returns the levels after e. Level 0 is kept oldest first (by file
 // number: flushes allocate increasing numbers), other levels by smallest key.
-func applyEdit(levels [compaction.NumLevels][]*compaction.TableMeta, e *versionEdit) ([compaction.NumLevels][]*compaction.TableMeta, error) {
-	var out [compaction.NumLevels][]*compaction.TableMeta
+func applyEdit(levels [compaction.NumLevels][]*base.TableMeta, e *versionEdit) ([compaction.NumLevels][]*base.TableMeta, error) {
+	var out [compaction.NumLevels][]*base.TableMeta
 	del := make(map[uint64]int, len(e.deleted))
 	for _, d := range e.deleted {
 		del[d.fileNum] = d.level
@@ -35,7 +35,7 @@ func applyEdit(levels [compaction.NumLevels][]*compaction.TableMeta, e *versionE
 			out[lvl] = levels[lvl]
 			continue
 		}
-		var ts []*compaction.TableMeta
+		var ts []*base.TableMeta
 		for _, t := range levels[lvl] {
 			if l, ok := del[t.FileNum]; ok && l == lvl {
 				delete(del, t.FileNum)
@@ -49,13 +49,13 @@ func applyEdit(levels [compaction.NumLevels][]*compaction.TableMeta, e *versionE
 			}
 		}
 		if lvl == 0 {
-			slices.SortFunc(ts, func(a, b *compaction.TableMeta) int { return cmpU64(a.FileNum, b.FileNum) })
+			slices.SortFunc(ts, func(a, b *base.TableMeta) int { return cmpU64(a.FileNum, b.FileNum) })
 		} else {
-			slices.SortFunc(ts, func(a, b *compaction.TableMeta) int {
-				return sstable.CompareInternalKeys(a.Smallest, b.Smallest)
+			slices.SortFunc(ts, func(a, b *base.TableMeta) int {
+				return base.CompareInternalKeys(a.Smallest, b.Smallest)
 			})
 			for i := 1; i < len(ts); i++ {
-				if sstable.CompareInternalKeys(ts[i-1].Largest, ts[i].Smallest) >= 0 {
+				if base.CompareInternalKeys(ts[i-1].Largest, ts[i].Smallest) >= 0 {
 					return out, fmt.Errorf("%w: tables %d and %d overlap in L%d", ErrCorruption, ts[i-1].FileNum, ts[i].FileNum, lvl)
 				}
 			}

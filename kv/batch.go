@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/adaptkv/adaptkv/sstable"
+	"github.com/adaptkv/adaptkv/internal/base"
 )
 
 // Batch encoding (also the WAL record payload):
@@ -57,7 +57,7 @@ func (b *Batch) Set(key, value []byte) error {
 		return fmt.Errorf("%w: %d bytes > %d", ErrValueTooLarge, len(value), MaxValueSize)
 	}
 	b.init()
-	b.data = append(b.data, byte(sstable.KindSet))
+	b.data = append(b.data, byte(base.KindSet))
 	b.data = binary.AppendUvarint(b.data, uint64(len(key)))
 	b.data = append(b.data, key...)
 	b.data = binary.AppendUvarint(b.data, uint64(len(value)))
@@ -72,7 +72,7 @@ func (b *Batch) Delete(key []byte) error {
 		return err
 	}
 	b.init()
-	b.data = append(b.data, byte(sstable.KindDelete))
+	b.data = append(b.data, byte(base.KindDelete))
 	b.data = binary.AppendUvarint(b.data, uint64(len(key)))
 	b.data = append(b.data, key...)
 	b.count++
@@ -101,7 +101,7 @@ func (b *Batch) setSeq(seq uint64) {
 
 // batchEntry is one decoded write.
 type batchEntry struct {
-	kind       sstable.Kind
+	kind       base.Kind
 	key, value []byte
 }
 
@@ -120,16 +120,16 @@ func decodeBatch(data []byte, fn func(seq uint64, e batchEntry) error) (first ui
 			return 0, 0, fmt.Errorf("%w: batch truncated at entry %d of %d", ErrCorruption, i, count)
 		}
 		var e batchEntry
-		e.kind = sstable.Kind(p[0])
+		e.kind = base.Kind(p[0])
 		p = p[1:]
-		if e.kind != sstable.KindSet && e.kind != sstable.KindDelete {
+		if e.kind != base.KindSet && e.kind != base.KindDelete {
 			return 0, 0, fmt.Errorf("%w: batch entry %d has kind %d", ErrCorruption, i, e.kind)
 		}
 		var ok bool
 		if e.key, p, ok = readLenPrefixed(p, MaxKeySize); !ok || len(e.key) == 0 {
 			return 0, 0, fmt.Errorf("%w: batch entry %d has a bad key", ErrCorruption, i)
 		}
-		if e.kind == sstable.KindSet {
+		if e.kind == base.KindSet {
 			if e.value, p, ok = readLenPrefixed(p, MaxValueSize); !ok {
 				return 0, 0, fmt.Errorf("%w: batch entry %d has a bad value", ErrCorruption, i)
 			}

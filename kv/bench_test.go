@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/adaptkv/adaptkv/compaction"
+	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
-	"github.com/adaptkv/adaptkv/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 )
@@ -229,14 +229,14 @@ func BenchmarkFlushCompactKnownNegatives(b *testing.B) {
 				db.kn.Add(benchKey(2*(i*7%n)+1), 16)
 			}
 		}
-		warm := func(metas []*compaction.TableMeta) {
+		warm := func(metas []*base.TableMeta) {
 			for _, m := range metas {
 				h, err := db.tc.get(m.FileNum)
 				require.NoError(b, err)
 				db.tc.release(h)
 			}
 		}
-		discard := func(metas []*compaction.TableMeta) {
+		discard := func(metas []*base.TableMeta) {
 			for _, m := range metas {
 				db.tc.evict(m.FileNum)
 				require.NoError(b, db.fs.Remove(db.fs.PathJoin(db.dir, tableFileName(m.FileNum))))
@@ -245,16 +245,16 @@ func BenchmarkFlushCompactKnownNegatives(b *testing.B) {
 		}
 		mt := memtable.New()
 		for i := 0; i < memKeys; i++ {
-			mt.Add(sstable.InternalKey{UserKey: benchKey(2 * (n + i)), Seq: uint64(i + 1), Kind: sstable.KindSet}, make([]byte, 100))
+			mt.Add(base.InternalKey{UserKey: benchKey(2 * (n + i)), Seq: uint64(i + 1), Kind: base.KindSet}, make([]byte, 100))
 		}
 		b.Run("record="+record+"/flush", func(b *testing.B) {
 			for b.Loop() {
 				meta, err := db.writeTable(mt.NewIter())
 				require.NoError(b, err)
-				db.preAdapt([]*compaction.TableMeta{meta})
-				warm([]*compaction.TableMeta{meta})
+				db.preAdapt([]*base.TableMeta{meta})
+				warm([]*base.TableMeta{meta})
 				b.StopTimer()
-				discard([]*compaction.TableMeta{meta})
+				discard([]*base.TableMeta{meta})
 				b.StartTimer()
 			}
 		})
@@ -263,7 +263,7 @@ func BenchmarkFlushCompactKnownNegatives(b *testing.B) {
 			defer v.unref()
 			var checks uint64
 			for b.Loop() {
-				var iters []sstable.Iterator
+				var iters []base.Iterator
 				for _, t := range v.levels[compaction.NumLevels-1] {
 					it, err := db.newCompactionIter(t.FileNum)
 					require.NoError(b, err)

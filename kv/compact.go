@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/adaptkv/adaptkv/compaction"
+	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/adaptkv/adaptkv/sstable"
 )
 
@@ -78,7 +79,7 @@ func (db *DB) runCompaction(plan *compaction.Plan) error {
 	v := db.currentVersion()
 	defer v.unref()
 	tables := plan.Tables()
-	iters := make([]sstable.Iterator, 0, len(tables))
+	iters := make([]base.Iterator, 0, len(tables))
 	for _, t := range tables {
 		it, err := db.newCompactionIter(t.FileNum)
 		if err != nil {
@@ -157,7 +158,7 @@ func (db *DB) runCompaction(plan *compaction.Plan) error {
 // compactions neither evict hot blocks nor count in the read-path metrics
 // (DataBlockReads), nor decode filters they never query.
 type compactionIter struct {
-	sstable.Iterator
+	base.Iterator
 	r *sstable.Reader
 }
 
@@ -169,15 +170,15 @@ func (c *compactionIter) Close() error {
 	return err
 }
 
-func (db *DB) newCompactionIter(fn uint64) (sstable.Iterator, error) {
+func (db *DB) newCompactionIter(fn uint64) (base.Iterator, error) {
 	r, err := sstable.Open(db.fs, db.fs.PathJoin(db.dir, tableFileName(fn)), sstable.ReaderOptions{FileNum: fn, SkipFilter: true})
 	if err != nil {
-		return nil, fmt.Errorf("kv: open table %s: %w", tableFileName(fn), corruptionErr(err))
+		return nil, fmt.Errorf("kv: open table %s: %w", tableFileName(fn), err)
 	}
 	it, err := r.NewIter(nil, nil)
 	if err != nil {
 		r.Close()
-		return nil, corruptionErr(err)
+		return nil, err
 	}
 	return &compactionIter{Iterator: it, r: r}, nil
 }

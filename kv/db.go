@@ -9,8 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/adaptkv/adaptkv/kv/internal/knownneg"
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
 	"github.com/adaptkv/adaptkv/kv/internal/striped"
@@ -230,7 +230,7 @@ func (db *DB) allocFileNum() uint64 { return db.nextFileNum.Add(1) - 1 }
 
 // writeTable writes the entries of it into a new table and returns its
 // metadata (the file is synced by the sstable writer).
-func (db *DB) writeTable(it sstable.Iterator) (*compaction.TableMeta, error) {
+func (db *DB) writeTable(it base.Iterator) (*base.TableMeta, error) {
 	out, err := db.newOutput(db.buildNegatives())
 	if err != nil {
 		return nil, err
@@ -266,15 +266,15 @@ func (db *DB) newOutput(kn knownneg.List) (*tableOutput, error) {
 	return &tableOutput{fileNum: fn, w: w}, nil
 }
 
-func (o *tableOutput) Add(key sstable.InternalKey, value []byte) error { return o.w.Add(key, value) }
-func (o *tableOutput) EstimatedSize() uint64                           { return o.w.EstimatedSize() }
-func (o *tableOutput) Abort() error                                    { return o.w.Abort() }
-func (o *tableOutput) Finish() (*compaction.TableMeta, error) {
+func (o *tableOutput) Add(key base.InternalKey, value []byte) error { return o.w.Add(key, value) }
+func (o *tableOutput) EstimatedSize() uint64                        { return o.w.EstimatedSize() }
+func (o *tableOutput) Abort() error                                 { return o.w.Abort() }
+func (o *tableOutput) Finish() (*base.TableMeta, error) {
 	info, err := o.w.Close()
 	if err != nil {
 		return nil, err
 	}
-	return &compaction.TableMeta{FileNum: o.fileNum, Size: info.Size, Smallest: info.Smallest, Largest: info.Largest}, nil
+	return &base.TableMeta{FileNum: o.fileNum, Size: info.Size, Smallest: info.Smallest, Largest: info.Largest}, nil
 }
 
 // logAndApply writes edit to the manifest (fsynced) and installs the version
@@ -384,7 +384,7 @@ func (db *DB) flushMemtable(m *memEntry, nextLog uint64) error {
 		if err != nil {
 			return err
 		}
-		db.preAdapt([]*compaction.TableMeta{meta})
+		db.preAdapt([]*base.TableMeta{meta})
 		edit.added = []addedTable{{level: 0, meta: meta}}
 	}
 	err := db.logAndApply(edit, func() {

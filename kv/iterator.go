@@ -6,7 +6,7 @@ import (
 	"sort"
 
 	"github.com/adaptkv/adaptkv/compaction"
-	"github.com/adaptkv/adaptkv/sstable"
+	"github.com/adaptkv/adaptkv/internal/base"
 )
 
 // Iterator walks the live user keys of a consistent view in key order,
@@ -24,7 +24,7 @@ import (
 type Iterator struct {
 	db     *DB
 	rs     readView
-	it     sstable.Iterator // merged internal iterator
+	it     base.Iterator // merged internal iterator
 	lower  []byte
 	upper  []byte
 	dir    int // +1 forward, -1 backward
@@ -54,7 +54,7 @@ func (db *DB) newIter(o *IterOptions, seq uint64) (*Iterator, error) {
 	if err != nil {
 		return nil, err
 	}
-	iters := make([]sstable.Iterator, 0, len(rs.mems)+len(rs.v.levels[0])+compaction.NumLevels)
+	iters := make([]base.Iterator, 0, len(rs.mems)+len(rs.v.levels[0])+compaction.NumLevels)
 	for _, mt := range rs.mems {
 		iters = append(iters, mt.NewIter())
 	}
@@ -77,7 +77,7 @@ func (db *DB) newIter(o *IterOptions, seq uint64) (*Iterator, error) {
 		iters = append(iters, it)
 	}
 	for lvl := 1; lvl < compaction.NumLevels; lvl++ {
-		var ts []*compaction.TableMeta
+		var ts []*base.TableMeta
 		for _, t := range rs.v.levels[lvl] {
 			if overlapsBounds(t, lower, upper) {
 				ts = append(ts, t)
@@ -91,7 +91,7 @@ func (db *DB) newIter(o *IterOptions, seq uint64) (*Iterator, error) {
 	return &Iterator{db: db, rs: rs, it: compaction.NewMergingIter(iters...), lower: lower, upper: upper}, nil
 }
 
-func overlapsBounds(t *compaction.TableMeta, lower, upper []byte) bool {
+func overlapsBounds(t *base.TableMeta, lower, upper []byte) bool {
 	if lower != nil && bytes.Compare(t.Largest.UserKey, lower) < 0 {
 		return false
 	}
@@ -103,7 +103,7 @@ func overlapsBounds(t *compaction.TableMeta, lower, upper []byte) bool {
 
 // tableIter is a table's iterator holding a table cache reference.
 type tableIter struct {
-	sstable.Iterator
+	base.Iterator
 	db *DB
 	h  tcHandle // released by Close (h.tcEntry nil after)
 }
@@ -125,7 +125,7 @@ func (db *DB) newTableIter(fn uint64, lower, upper []byte) (*tableIter, error) {
 	it, err := h.r.NewIter(lower, upper)
 	if err != nil {
 		db.tc.release(h)
-		return nil, corruptionErr(err)
+		return nil, err
 	}
 	return &tableIter{Iterator: it, db: db, h: h}, nil
 }
@@ -134,7 +134,7 @@ func (db *DB) newTableIter(fn uint64, lower, upper []byte) (*tableIter, error) {
 // opening one table at a time.
 type levelIter struct {
 	db           *DB
-	tables       []*compaction.TableMeta
+	tables       []*base.TableMeta
 	lower, upper []byte
 	idx          int
 	cur          *tableIter
@@ -232,8 +232,8 @@ func (l *levelIter) Prev() bool {
 	return l.settle(l.cur.Prev(), -1)
 }
 
-func (l *levelIter) Key() sstable.InternalKey { return l.cur.Key() }
-func (l *levelIter) Value() []byte            { return l.cur.Value() }
+func (l *levelIter) Key() base.InternalKey { return l.cur.Key() }
+func (l *levelIter) Value() []byte         { return l.cur.Value() }
 
 func (l *levelIter) Error() error {
 	if l.err != nil {
@@ -366,7 +366,7 @@ func (i *Iterator) findNext(ok bool, skip []byte) bool {
 		if skip != nil && bytes.Equal(k.UserKey, skip) {
 			continue // an older version of a key already handled
 		}
-		if k.Kind == sstable.KindDelete {
+		if k.Kind == base.KindDelete {
 			skip = append(skip[:0:0], k.UserKey...)
 			continue
 		}
@@ -376,7 +376,7 @@ func (i *Iterator) findNext(ok bool, skip []byte) bool {
 		return true
 	}
 	i.pos = ok
-	i.err = corruptionErr(it.Error())
+	i.err = it.Error()
 	return false
 }
 
@@ -401,7 +401,7 @@ func (i *Iterator) findPrev(ok bool) bool {
 			break // the key gathered so far is the answer
 		}
 		gathering = append(gathering[:0], k.UserKey...)
-		if k.Kind == sstable.KindDelete {
+		if k.Kind == base.KindDelete {
 			have = false
 			continue
 		}
@@ -410,7 +410,7 @@ func (i *Iterator) findPrev(ok bool) bool {
 	}
 	i.pos = ok
 	if err := it.Error(); err != nil {
-		i.err = corruptionErr(err)
+		i.err = err
 		return false
 	}
 	i.valid = have

@@ -3,7 +3,7 @@ package kv
 import (
 	"fmt"
 
-	"github.com/adaptkv/adaptkv/compaction"
+	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/adaptkv/adaptkv/kv/internal/knownneg"
 )
 
@@ -104,7 +104,7 @@ func preAdaptBudget(tableKeys uint64) int { return max(4096, int(4*tableKeys)) }
 // state) is the one every Get will use. A failure only loses the hint: the
 // table is correct without it, so it is not an error of the flush or
 // compaction.
-func (db *DB) preAdapt(metas []*compaction.TableMeta) {
+func (db *DB) preAdapt(metas []*base.TableMeta) {
 	if !db.policy.Adaptive() {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/internal/atomicfile"
+	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/cockroachdb/pebble/v2/record"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -73,7 +74,7 @@ func syncDir(fs vfs.FS, dir string) error { return atomicfile.SyncDir(fs, dir) }
 // manifestState is what recovery reads from the manifest.
 type manifestState struct {
 	manifestNum uint64
-	levels      [compaction.NumLevels][]*compaction.TableMeta
+	levels      [compaction.NumLevels][]*base.TableMeta
 	logNum      uint64
 	nextFileNum uint64
 	lastSeq     uint64

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/adaptkv/adaptkv/compaction"
+	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
 	"github.com/adaptkv/adaptkv/kv/internal/striped"
-	"github.com/adaptkv/adaptkv/sstable"
 )
 
 // readState is what reads see: the memtables (newest first) and a
@@ -203,7 +203,7 @@ func (db *DB) get(key []byte, seq uint64) ([]byte, error) {
 	defer rs.release()
 	for _, mt := range rs.mems {
 		if v, kind, ok := mt.Get(key, rs.seq); ok {
-			if kind == sstable.KindSet {
+			if kind == base.KindSet {
 				return append(make([]byte, 0, len(v)), v...), nil
 			}
 			return nil, ErrNotFound
@@ -248,7 +248,7 @@ func (db *DB) get(key []byte, seq uint64) ([]byte, error) {
 // getFromTable looks key up in one table (filter first; the table counts
 // and adapts). done reports that a version was found: a value, or a
 // tombstone (then the error is ErrNotFound).
-func (db *DB) getFromTable(t *compaction.TableMeta, key []byte, seq uint64) (value []byte, done bool, err error) {
+func (db *DB) getFromTable(t *base.TableMeta, key []byte, seq uint64) (value []byte, done bool, err error) {
 	h, err := db.tc.get(t.FileNum)
 	if err != nil {
 		return nil, true, err
@@ -256,12 +256,12 @@ func (db *DB) getFromTable(t *compaction.TableMeta, key []byte, seq uint64) (val
 	defer db.tc.release(h)
 	v, kind, found, err := h.r.GetInternal(key, seq)
 	if err != nil {
-		return nil, true, corruptionErr(err)
+		return nil, true, err
 	}
 	if !found {
 		return nil, false, nil
 	}
-	if kind == sstable.KindSet {
+	if kind == base.KindSet {
 		if v == nil {
 			v = []byte{}
 		}

@@ -13,8 +13,8 @@ import (
 	"slices"
 
 	"github.com/adaptkv/adaptkv/compaction"
+	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
-	"github.com/adaptkv/adaptkv/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -72,7 +72,7 @@ func (db *DB) recover() error {
 		if err != nil {
 			return err
 		}
-		db.preAdapt([]*compaction.TableMeta{meta})
+		db.preAdapt([]*base.TableMeta{meta})
 		levels, err = applyEdit(levels, &versionEdit{added: []addedTable{{level: 0, meta: meta}}})
 		if err != nil {
 			return err
@@ -201,7 +201,7 @@ func (db *DB) replayWALs(wals []uint64) (*memtable.MemTable, error) {
 		_, err := replayWAL(fs, fs.PathJoin(dir, walFileName(num)), i >= newest, func(data []byte) error {
 			buf := slices.Clone(data)
 			_, _, err := decodeBatch(buf, func(seq uint64, e batchEntry) error {
-				mt.Add(sstable.InternalKey{UserKey: e.key, Seq: seq, Kind: e.kind}, e.value)
+				mt.Add(base.InternalKey{UserKey: e.key, Seq: seq, Kind: e.kind}, e.value)
 				if seq > db.lastSeq.Load() {
 					db.lastSeq.Store(seq)
 				}
@@ -220,7 +220,7 @@ func (db *DB) replayWALs(wals []uint64) (*memtable.MemTable, error) {
 // nothing refers to once levels, WAL walNum and manifest manNum are the
 // store's: older WALs and manifests, tables (and their state files) of no
 // level, temporary files. Failures are ignored: the next Open tries again.
-func deleteObsoleteFiles(fs vfs.FS, dir string, names []string, levels [compaction.NumLevels][]*compaction.TableMeta, walNum, manNum uint64) {
+func deleteObsoleteFiles(fs vfs.FS, dir string, names []string, levels [compaction.NumLevels][]*base.TableMeta, walNum, manNum uint64) {
 	live := make(map[uint64]bool)
 	for _, ts := range levels {
 		for _, t := range ts {

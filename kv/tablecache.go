@@ -1,7 +1,6 @@
 package kv
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -172,7 +171,7 @@ func (tc *tableCache) getSlow(fn uint64) (tcHandle, error) {
 		StatePath: tc.fs.PathJoin(tc.dir, stateFileName(fn)), StateReadOnly: tc.readOnly}
 	r, err := sstable.Open(tc.fs, tc.fs.PathJoin(tc.dir, tableFileName(fn)), ro)
 	if err != nil {
-		err = fmt.Errorf("kv: open table %s: %w", tableFileName(fn), corruptionErr(err))
+		err = fmt.Errorf("kv: open table %s: %w", tableFileName(fn), err)
 	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
@@ -348,15 +347,6 @@ func (tc *tableCache) metrics(live []uint64) (sum sstable.Metrics, fBytes, fKeys
 		}
 	}
 	return sum, fBytes, fKeys
-}
-
-// corruptionErr wraps table corruption reported by the sstable package with
-// ErrCorruption too.
-func corruptionErr(err error) error {
-	if err != nil && errors.Is(err, sstable.ErrCorrupt) && !errors.Is(err, ErrCorruption) {
-		return fmt.Errorf("%w: %w", ErrCorruption, err)
-	}
-	return err
 }
 
 func addMetrics(dst *sstable.Metrics, m sstable.Metrics) {

@@ -4,13 +4,14 @@ import (
 	"sync/atomic"
 
 	"github.com/adaptkv/adaptkv/compaction"
+	"github.com/adaptkv/adaptkv/internal/base"
 )
 
 // version is an immutable set of tables per level. Readers (Gets, iterators,
 // compactions) hold a reference while they use it; a table file is deleted
 // once no live version lists it.
 type version struct {
-	levels [compaction.NumLevels][]*compaction.TableMeta
+	levels [compaction.NumLevels][]*base.TableMeta
 	refs   atomic.Int32
 	db     *DB
 }
@@ -25,7 +26,7 @@ func (v *version) unref() {
 
 // newVersion registers a version (with one reference, for the caller) and
 // counts its tables.
-func (db *DB) newVersion(levels [compaction.NumLevels][]*compaction.TableMeta) *version {
+func (db *DB) newVersion(levels [compaction.NumLevels][]*base.TableMeta) *version {
 	v := &version{levels: levels, db: db}
 	v.refs.Store(1)
 	db.refMu.Lock()

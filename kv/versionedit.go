@@ -11,7 +11,7 @@ import (
 	"slices"
 
 	"github.com/adaptkv/adaptkv/compaction"
-	"github.com/adaptkv/adaptkv/sstable"
+	"github.com/adaptkv/adaptkv/internal/base"
 )
 
 // versionEdit is one manifest record: the change from one version to the
@@ -32,7 +32,7 @@ type deletedTable struct {
 
 type addedTable struct {
 	level int
-	meta  *compaction.TableMeta
+	meta  *base.TableMeta
 }
 
 const (
@@ -43,7 +43,7 @@ const (
 	tagAdded       = 5
 )
 
-func appendKey(dst []byte, k sstable.InternalKey) []byte {
+func appendKey(dst []byte, k base.InternalKey) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(k.UserKey)))
 	dst = append(dst, k.UserKey...)
 	dst = binary.AppendUvarint(dst, k.Seq)
@@ -106,18 +106,18 @@ func (d *editDecoder) byte() byte {
 	return c
 }
 
-func (d *editDecoder) key() sstable.InternalKey {
+func (d *editDecoder) key() base.InternalKey {
 	n := d.uvarint()
 	if d.err == nil && n > uint64(len(d.p)) {
 		d.err = errors.New("truncated key")
 	}
 	if d.err != nil {
-		return sstable.InternalKey{}
+		return base.InternalKey{}
 	}
-	k := sstable.InternalKey{UserKey: slices.Clone(d.p[:n])}
+	k := base.InternalKey{UserKey: slices.Clone(d.p[:n])}
 	d.p = d.p[n:]
 	k.Seq = d.uvarint()
-	k.Kind = sstable.Kind(d.byte())
+	k.Kind = base.Kind(d.byte())
 	return k
 }
 
@@ -137,7 +137,7 @@ func decodeEdit(b []byte) (*versionEdit, error) {
 			e.deleted = append(e.deleted, deletedTable{level: lvl, fileNum: d.uvarint()})
 		case tagAdded:
 			lvl := int(d.byte())
-			m := &compaction.TableMeta{}
+			m := &base.TableMeta{}
 			m.FileNum = d.uvarint()
 			m.Size = d.uvarint()
 			m.Smallest = d.key()
@@ -165,7 +165,7 @@ func decodeEdit(b []byte) (*versionEdit, error) {
 
 // snapshotEdit is an edit that recreates the whole state (the first record
 // of a new manifest).
-func snapshotEdit(levels [compaction.NumLevels][]*compaction.TableMeta, logNum, nextFile, lastSeq uint64) *versionEdit {
+func snapshotEdit(levels [compaction.NumLevels][]*base.TableMeta, logNum, nextFile, lastSeq uint64) *versionEdit {
 	e := &versionEdit{hasLogNum: true, logNum: logNum, hasNextFile: true, nextFileNum: nextFile, hasLastSeq: true, lastSeq: lastSeq}
 	for lvl, ts := range levels {
 		for _, t := range ts {

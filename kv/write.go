@@ -6,8 +6,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
-	"github.com/adaptkv/adaptkv/sstable"
 )
 
 // commitReq is one writer waiting in the commit pipeline.
@@ -216,7 +216,7 @@ func (db *DB) commitGroup(group []*commitReq) {
 			data = slices.Clone(data) // the memtable keeps slices into it
 		}
 		_, _, _ = decodeBatch(data, func(seq uint64, e batchEntry) error {
-			mt.Add(sstable.InternalKey{UserKey: e.key, Seq: seq, Kind: e.kind}, e.value)
+			mt.Add(base.InternalKey{UserKey: e.key, Seq: seq, Kind: e.kind}, e.value)
 			return nil
 		})
 	}
