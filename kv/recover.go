@@ -199,8 +199,7 @@ func (db *DB) replayWALs(wals []uint64) (*memtable.MemTable, error) {
 	mt := memtable.New()
 	for i, num := range wals {
 		_, err := replayWAL(fs, fs.PathJoin(dir, walFileName(num)), i >= newest, func(data []byte) error {
-			buf := slices.Clone(data)
-			_, _, err := decodeBatch(buf, func(seq uint64, e batchEntry) error {
+			_, _, err := decodeBatch(data, func(seq uint64, e batchEntry) error {
 				mt.Add(base.InternalKey{UserKey: e.key, Seq: seq, Kind: e.kind}, e.value)
 				if seq > db.lastSeq.Load() {
 					db.lastSeq.Store(seq)

@@ -1,7 +1,6 @@
 package kv
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"sync"
@@ -13,73 +12,85 @@ import (
 // commitReq is one writer waiting in the commit pipeline.
 type commitReq struct {
 	batch   *Batch
-	owned   bool // batch built by the DB: no copy needed
 	sync    bool
 	flush   bool        // switch the memtable (DB.Flush)
 	rotated []*memEntry // memtables a flush request must wait for
 	err     error
 	wake    chan bool // false: done; true: you are the next leader
+	own     Batch     // the batch of Set and Delete, reused with the request
 }
 
 // Set writes key -> value (a copy). nil options mean Sync.
 func (db *DB) Set(key, value []byte, o *WriteOptions) error {
-	b := &Batch{data: make([]byte, batchHeaderLen, batchHeaderLen+len(key)+len(value)+1+2*binary.MaxVarintLen32)}
-	if err := b.Set(key, value); err != nil {
+	req := getCommitReq()
+	defer putCommitReq(req)
+	if err := req.own.Set(key, value); err != nil {
 		return err
 	}
-	return db.applyOwned(b, o)
+	return db.commitOne(req, &req.own, o)
 }
 
 // Delete removes key. nil options mean Sync.
 func (db *DB) Delete(key []byte, o *WriteOptions) error {
-	b := &Batch{data: make([]byte, batchHeaderLen, batchHeaderLen+len(key)+1+binary.MaxVarintLen32)}
-	if err := b.Delete(key); err != nil {
+	req := getCommitReq()
+	defer putCommitReq(req)
+	if err := req.own.Delete(key); err != nil {
 		return err
 	}
-	return db.applyOwned(b, o)
+	return db.commitOne(req, &req.own, o)
 }
 
 // Apply commits the batch atomically (one WAL record; readers see all of it
 // or none). nil options mean Sync. The batch may be reused after Apply
 // returns.
 func (db *DB) Apply(b *Batch, o *WriteOptions) error {
-	if db.closed.Load() {
-		return ErrClosed
-	}
-	if db.opts.ReadOnly {
-		return ErrReadOnly
-	}
 	if b == nil || b.count == 0 {
+		if db.closed.Load() {
+			return ErrClosed
+		}
+		if db.opts.ReadOnly {
+			return ErrReadOnly
+		}
 		return nil
 	}
-	return db.commitPooled(b, false, o.sync())
+	req := getCommitReq()
+	defer putCommitReq(req)
+	return db.commitOne(req, b, o)
 }
 
-// applyOwned commits a batch the DB built itself (Set, Delete): the
-// memtable may keep its bytes without a copy.
-func (db *DB) applyOwned(b *Batch, o *WriteOptions) error {
+// commitOne commits b through req, after the checks every write makes.
+// Neither the WAL nor the memtable keeps b's bytes (both copy), so b is
+// free again when it returns.
+func (db *DB) commitOne(req *commitReq, b *Batch, o *WriteOptions) error {
 	if db.closed.Load() {
 		return ErrClosed
 	}
 	if db.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	return db.commitPooled(b, true, o.sync())
+	req.batch, req.sync = b, o.sync()
+	return db.commit(req)
 }
 
-// commitReqs recycles the requests of writes (with their wake channels):
-// a request is free again once commit returned, since the leader touches a
-// request for the last time when it sends on its channel.
+// commitReqs recycles the requests of writes with their wake channels and
+// their batch buffers: a request is free again once commit returned, since
+// the leader touches a request for the last time when it sends on its
+// channel.
 var commitReqs = sync.Pool{New: func() any { return &commitReq{wake: make(chan bool, 1)} }}
 
-// commitPooled commits b through a recycled request.
-func (db *DB) commitPooled(b *Batch, owned, sync bool) error {
-	req := commitReqs.Get().(*commitReq)
-	req.batch, req.owned, req.sync = b, owned, sync
-	err := db.commit(req)
-	*req = commitReq{wake: req.wake}
+// maxPooledBatch is the largest batch buffer a recycled request keeps.
+const maxPooledBatch = 64 << 10
+
+func getCommitReq() *commitReq { return commitReqs.Get().(*commitReq) }
+
+func putCommitReq(req *commitReq) {
+	own := req.own
+	own.Reset()
+	if cap(own.data) > maxPooledBatch {
+		own = Batch{}
+	}
+	*req = commitReq{wake: req.wake, own: own}
 	commitReqs.Put(req)
-	return err
 }
 
 // commit runs req through group commit: the first writer to arrive becomes
@@ -211,11 +222,8 @@ func (db *DB) commitGroup(group []*commitReq) {
 	}
 	mt := db.mem.mt
 	for _, r := range batches {
-		data := r.batch.data
-		if !r.owned {
-			data = slices.Clone(data) // the memtable keeps slices into it
-		}
-		_, _, _ = decodeBatch(data, func(seq uint64, e batchEntry) error {
+		// The memtable copies keys and values: the batch stays the caller's.
+		_, _, _ = decodeBatch(r.batch.data, func(seq uint64, e batchEntry) error {
 			mt.Add(base.InternalKey{UserKey: e.key, Seq: seq, Kind: e.kind}, e.value)
 			return nil
 		})

@@ -61,11 +61,15 @@ func compare(n *node, key base.InternalKey, kp uint64) int {
 	return base.CompareInternalKeys(n.key, key)
 }
 
-// Nodes and their link arrays are carved from slabs, so that an insert
-// allocates nothing but, now and then, a new slab.
+// Nodes and their link arrays are carved from slabs, and keys and values
+// are copied into byte chunks (which hold no pointers, so the collector
+// does not scan them), so that an insert allocates nothing but, now and
+// then, a new slab or chunk. A key or value over a quarter of a chunk gets
+// its own allocation.
 const (
-	nodeSlab = 256
-	linkSlab = 1024
+	nodeSlab  = 256
+	linkSlab  = 1024
+	byteChunk = 64 << 10
 )
 
 // MemTable is a concurrent skiplist of internal keys. The zero value is not
@@ -80,6 +84,24 @@ type MemTable struct {
 	rnd   uint64
 	nodes []node                 // unused nodes of the current slab
 	links []atomic.Pointer[node] // unused links of the current slab
+	bytes []byte                 // the current byte chunk (free space from len)
+}
+
+// copyBytes returns a copy of b in the memtable's byte chunks (under mu).
+// nil stays nil (a tombstone's value).
+func (m *MemTable) copyBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	if len(b) > byteChunk/4 {
+		return append([]byte(nil), b...)
+	}
+	if cap(m.bytes)-len(m.bytes) < len(b) {
+		m.bytes = make([]byte, 0, byteChunk)
+	}
+	start := len(m.bytes)
+	m.bytes = append(m.bytes, b...)
+	return m.bytes[start:len(m.bytes):len(m.bytes)]
 }
 
 // newNode returns a node with nh links from the slabs (under mu).
@@ -92,7 +114,8 @@ func (m *MemTable) newNode(key base.InternalKey, value []byte, nh int) *node {
 	if len(m.links) < nh {
 		m.links = make([]atomic.Pointer[node], linkSlab)
 	}
-	n.prefix, n.key, n.value = keyPrefix(key.UserKey), key, value
+	key.UserKey = m.copyBytes(key.UserKey)
+	n.prefix, n.key, n.value = keyPrefix(key.UserKey), key, m.copyBytes(value)
 	n.next = m.links[:nh:nh]
 	m.links = m.links[nh:]
 	return n
@@ -119,9 +142,10 @@ func (m *MemTable) randomHeight() int {
 	return h
 }
 
-// Add inserts key (with a copy of neither key nor value: the caller hands
-// over ownership) and its value. Inserting an internal key equal to an
-// existing one is not expected (sequence numbers are unique).
+// Add inserts key and its value, copying both into the memtable's own
+// storage (the caller may reuse its buffers once Add returns). Inserting an
+// internal key equal to an existing one is not expected (sequence numbers
+// are unique).
 func (m *MemTable) Add(key base.InternalKey, value []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
