@@ -7,8 +7,10 @@
 //
 // Writes go through group commit: the first writer to arrive becomes the
 // leader, assigns sequence numbers to every queued batch (one per entry),
-// appends one WAL record per batch (pebble/record framing, checksummed),
-// fsyncs once if any writer asked for Sync, inserts the entries into the
+// appends one WAL record per batch (pebble/record framing, checksummed)
+// to a buffer that reaches the OS in one write per group, fsyncs once if
+// any writer asked for Sync (fdatasync of a preallocated file, as Pebble),
+// inserts the entries into the
 // memtable (a skiplist with lock-free reads, kv/internal/memtable) and then
 // publishes the new sequence number, so readers see a batch entirely or not
 // at all. A memtable that reaches Options.MemTableSize is switched for a new
@@ -49,7 +51,10 @@
 // A write with Sync (the default for nil WriteOptions) is in an fsynced WAL
 // before it returns. A NoSync write has reached the operating system (a
 // write(2) of its WAL record) before it returns: it survives a crash of the
-// process but not of the machine. Close fsyncs the WAL. An I/O error while
+// process but not of the machine. With Options.WALBufferNoSync a NoSync
+// write returns once its record is in the WAL buffer, which a background
+// goroutine writes to the OS right behind it (Pebble's NoSync: the last
+// such writes may be lost with the process). Close fsyncs the WAL. An I/O error while
 // writing the WAL, the manifest or a flushed table is sticky: later writes
 // and flushes return it (reads keep working) until the store is reopened,
 // because the state on disk is then uncertain; a failed compaction leaves

@@ -89,7 +89,8 @@ var (
 	// Sync is the WriteOptions of a durable write (the default for nil).
 	Sync = &WriteOptions{Sync: true}
 	// NoSync is the WriteOptions of a write that returns once it reached the
-	// operating system (it survives a process crash, not a machine crash).
+	// operating system (it survives a process crash, not a machine crash),
+	// or, with Options.WALBufferNoSync, once it is in the WAL buffer.
 	NoSync = &WriteOptions{Sync: false}
 )
 
