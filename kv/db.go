@@ -76,6 +76,9 @@ type DB struct {
 	snapshots  map[*Snapshot]struct{}
 	closing    bool
 	bgErr      error // sticky error of the WAL or manifest: writes fail
+	// bgErrNow points at bgErr once it is set, for the commit leader's
+	// check without mu (bgErr never changes after it is set).
+	bgErrNow   atomic.Pointer[error]
 	compactErr error // last background compaction error
 	flushCond  *sync.Cond
 	stallCond  *sync.Cond // signalled when a flush finishes or bgErr is set
@@ -334,6 +337,7 @@ func (db *DB) setBGErr(err error) error {
 	db.mu.Lock()
 	if db.bgErr == nil {
 		db.bgErr = err
+		db.bgErrNow.Store(&db.bgErr)
 	}
 	db.stallCond.Broadcast()
 	db.flushCond.Broadcast()

@@ -146,11 +146,8 @@ func (db *DB) commitGroup(group []*commitReq) {
 			r.err = err
 		}
 	}
-	db.mu.Lock()
-	err := db.bgErr
-	db.mu.Unlock()
-	if err != nil {
-		fail(err)
+	if err := db.bgErrNow.Load(); err != nil {
+		fail(*err)
 		return
 	}
 	flush := false
