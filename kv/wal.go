@@ -148,6 +148,7 @@ func (b *walBuffer) writeBack() error {
 	out := b.cur
 	b.cur = b.spare[:0]
 	b.mu.Unlock()
+	b.spare = nil // cur owns it now
 	if len(out) > 0 {
 		_, b.err = b.f.Write(out)
 	}
