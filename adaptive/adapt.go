@@ -12,15 +12,13 @@ type blockWork struct {
 	b    int
 	orig []uint64 // words as read
 	bw   []uint64 // words to publish
-	sels [64]uint8
-	lens [64]uint8
-	pats [64]uint32
+	slotState
 }
 
 // Adapt implements Filter (section 4 and appendix B for the TAF, section 5
 // and appendix C.4 for the exAF).
 func (f *qf) Adapt(key []byte) error {
-	if f.kind == KindRSQF {
+	if f.static {
 		return ErrNotAdaptive
 	}
 	h1, h2 := f.hash(key)
@@ -30,9 +28,12 @@ func (f *qf) Adapt(key []byte) error {
 func (f *qf) adaptHash(h1, h2 uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.kind == KindCAF {
-		return f.adaptCAF(h1, h2)
-	}
+	return f.v.adapt(f, h1, h2)
+}
+
+// adaptRun is the adaptation of the variants that fix the slots a false
+// positive collides with (taf, utaf, exaf), under f.mu.
+func (f *qf) adaptRun(h1, h2 uint64) error {
 	q := quotient(h1, f.nq)
 	start, end, ok, bad := f.findRun(q)
 	if bad {
@@ -55,16 +56,8 @@ func (f *qf) adaptHash(h1, h2 uint64) error {
 	for s := start; s <= end; s++ {
 		w := work(s)
 		i := s & 63
-		rem := getRemW(w.orig, f.r, i)
-		switch f.kind {
-		case KindTAF, KindUTAF:
-			if rem == f.chunk(h2, w.sels[i]) {
-				collide = append(collide, s)
-			}
-		case KindExAF:
-			if rem == h2&f.remMask && extMatches(h2>>f.r, w.lens[i], w.pats[i]) {
-				collide = append(collide, s)
-			}
+		if f.v.matches(f, &w.slotState, i, getRemW(w.orig, f.r, i), h2) {
+			collide = append(collide, s)
 		}
 	}
 	if len(collide) == 0 {
@@ -78,15 +71,8 @@ func (f *qf) adaptHash(h1, h2 uint64) error {
 	// tail would write a wrong remainder (a false negative).
 	for _, s := range collide {
 		w, i, t := work(s), s&63, tails[s-start]
-		switch f.kind {
-		case KindTAF, KindUTAF:
-			if f.chunk(t, w.sels[i]) != getRemW(w.orig, f.r, i) {
-				return fmt.Errorf("%w: slot %d: tail does not match its remainder", ErrRemote, s)
-			}
-		case KindExAF:
-			if t&f.remMask != getRemW(w.orig, f.r, i) || !extMatches(t>>f.r, w.lens[i], w.pats[i]) {
-				return fmt.Errorf("%w: slot %d: tail does not match its fingerprint", ErrRemote, s)
-			}
+		if !f.v.matches(f, &w.slotState, i, getRemW(w.orig, f.r, i), t) {
+			return fmt.Errorf("%w: slot %d: tail does not match its fingerprint", ErrRemote, s)
 		}
 	}
 
@@ -101,7 +87,7 @@ func (f *qf) adaptHash(h1, h2 uint64) error {
 		if len(mine) == 0 {
 			continue
 		}
-		c, rb, err := f.adaptBlock(w, mine, tails, start, h2)
+		c, rb, err := f.v.fixBlock(f, w, mine, tails, start, h2)
 		if err != nil {
 			return err
 		}
@@ -130,20 +116,8 @@ func (f *qf) loadBlocks(b0, b1 int) ([]*blockWork, error) {
 			w.orig[j] = f.load64(b*f.wpb + j)
 		}
 		copy(w.bw, w.orig)
-		code := w.orig[wMeta] >> 8
-		switch f.kind {
-		case KindTAF:
-			if !decodeSelectors(code, 64, &w.sels, false) {
-				return nil, fmt.Errorf("%w: block %d: bad selector code", ErrCorrupt, b)
-			}
-		case KindUTAF:
-			for i := 0; i < 64; i++ {
-				w.sels[i] = getSelW(w.orig, f.r, i)
-			}
-		case KindExAF:
-			if !decodeExtensions(code, 64, &w.lens, &w.pats, false) {
-				return nil, fmt.Errorf("%w: block %d: bad extension code", ErrCorrupt, b)
-			}
+		if err := f.v.decodeBlock(f, b, w.orig, &w.slotState, false); err != nil {
+			return nil, err
 		}
 		works = append(works, w)
 	}
@@ -161,12 +135,10 @@ func (f *qf) readRemote(first int, dst []uint64) error {
 	return nil
 }
 
-// adaptBlock fixes the colliding slots mine of block w, rebuilding the block
+// adaptBlockSelectors fixes the colliding slots mine of block w (taf, utaf:
+// store writes the selectors), rebuilding the block
 // when its code overflows. It only changes w.bw (nothing is published).
-func (f *qf) adaptBlock(w *blockWork, mine []int, tails []uint64, start int, h2 uint64) (changed bool, rebuilds int, err error) {
-	if f.kind == KindExAF {
-		return f.adaptBlockExAF(w, mine, tails, start, h2)
-	}
+func (f *qf) adaptBlockSelectors(w *blockWork, mine []int, tails []uint64, start int, h2 uint64, store func(*blockWork, *[64]uint8) bool) (changed bool, rebuilds int, err error) {
 	sels := w.sels
 	overflow := f.forceRebuild
 	for _, s := range mine {
@@ -183,7 +155,7 @@ func (f *qf) adaptBlock(w *blockWork, mine []int, tails []uint64, start int, h2 
 		changed = true
 	}
 	if !overflow && changed {
-		if f.storeSelectors(w, &sels) {
+		if store(w, &sels) {
 			return true, 0, nil
 		}
 	} else if !overflow {
@@ -215,26 +187,28 @@ func (f *qf) adaptBlock(w *blockWork, mine []int, tails []uint64, start int, h2 
 		}
 		sels[i] = 1
 		setRemW(w.bw, f.r, i, f.chunk(t, 1))
-		if !f.storeSelectors(w, &sels) {
+		if !store(w, &sels) {
 			sels[i] = 0
 			setRemW(w.bw, f.r, i, f.chunk(t, 0))
 		}
 	}
-	if !f.storeSelectors(w, &sels) {
+	if !store(w, &sels) {
 		return false, 0, fmt.Errorf("%w: block %d: empty selector code overflows", ErrCorrupt, w.b)
 	}
 	return true, 1, nil
 }
 
-// storeSelectors writes sels into w.bw (code or plain bytes); false on
-// code overflow.
-func (f *qf) storeSelectors(w *blockWork, sels *[64]uint8) bool {
-	if f.kind == KindUTAF {
-		for i := 0; i < 64; i++ {
-			setSelW(w.bw, f.r, i, sels[i])
-		}
-		return true
+// storeSelectorBytes writes sels into w.bw as plain bytes (utaf).
+func (f *qf) storeSelectorBytes(w *blockWork, sels *[64]uint8) bool {
+	for i := 0; i < 64; i++ {
+		setSelW(w.bw, f.r, i, sels[i])
 	}
+	return true
+}
+
+// storeSelectorCode writes sels into w.bw's code word (taf); false on code
+// overflow.
+func (f *qf) storeSelectorCode(w *blockWork, sels *[64]uint8) bool {
 	code, ok := encodeSelectors(sels)
 	if !ok {
 		return false

@@ -26,6 +26,12 @@
 //     or cache?"): the RSQF with a FIFO cache of recent false positives in
 //     each block's code word (caf.go).
 //
+// The shared structure (runs, offsets, remainders, the seqlock, the remote)
+// is one type; what a kind adds is a variant (variant.go): how a run that
+// holds the key's remainder answers, how an adaptation decodes, checks and
+// fixes a block, how Decode and Verify check it. A filter picks its variant
+// once, when it is built or decoded.
+//
 // Space (local state only): 3 + r words of 64 bits per 64 slots, that is
 // (r + 3) / alpha bits per key, 11.58 at r = 8 and alpha = 0.95 for RSQF,
 // TAF, exAF and CAF alike; the uTAF adds 8 bits per slot. The RSQF baseline keeps

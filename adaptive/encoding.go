@@ -178,51 +178,5 @@ func (f *qf) validate() error {
 }
 
 func (f *qf) validateCode(b int) error {
-	bw := f.words[b*f.wpb : (b+1)*f.wpb]
-	code := bw[wMeta] >> 8
-	switch f.kind {
-	case KindRSQF, KindUTAF:
-		if code != 0 {
-			return corrupt("block %d: code set on a kind without codes", b)
-		}
-		if f.kind == KindUTAF {
-			for i := 0; i < 64; i++ {
-				if getSelW(bw, f.r, i) > f.maxSel {
-					return corrupt("block %d: selector above %d", b, f.maxSel)
-				}
-			}
-		}
-	case KindTAF:
-		var sels [64]uint8
-		if !decodeSelectors(code, 64, &sels, true) {
-			return corrupt("block %d: invalid selector code", b)
-		}
-		for _, s := range sels {
-			if s > f.maxSel {
-				return corrupt("block %d: selector above %d", b, f.maxSel)
-			}
-		}
-		if c, ok := encodeSelectors(&sels); !ok || c != code {
-			return corrupt("block %d: non-canonical selector code", b)
-		}
-	case KindCAF:
-		if code>>cafUsedBits != 0 {
-			return corrupt("block %d: cache code uses bits above %d", b, cafUsedBits)
-		}
-	case KindExAF:
-		var lens [64]uint8
-		var pats [64]uint32
-		if !decodeExtensions(code, 64, &lens, &pats, true) {
-			return corrupt("block %d: invalid extension code", b)
-		}
-		for _, l := range lens {
-			if l > f.maxExt {
-				return corrupt("block %d: extension longer than %d", b, f.maxExt)
-			}
-		}
-		if c, ok := encodeExtensions(&lens, &pats); !ok || c != code {
-			return corrupt("block %d: non-canonical extension code", b)
-		}
-	}
-	return nil
+	return f.v.validateCode(f, b, f.words[b*f.wpb:(b+1)*f.wpb])
 }

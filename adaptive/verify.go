@@ -26,9 +26,8 @@ func (f *qf) verify() error {
 		return fmt.Errorf("%w: no remote representation", ErrRemote)
 	}
 	tails := make([]uint64, 64)
-	var sels [64]uint8
-	var lens [64]uint8
-	var pats [64]uint32
+	var st slotState
+	bw := make([]uint64, f.wpb)
 	loaded := -1
 	load := func(b int) error {
 		if b == loaded {
@@ -38,22 +37,10 @@ func (f *qf) verify() error {
 		if err := f.readRemote(b*64, tails); err != nil {
 			return err
 		}
-		code := f.meta(b) >> 8
-		switch f.kind {
-		case KindTAF:
-			if !decodeSelectors(code, 64, &sels, true) {
-				return fmt.Errorf("%w: block %d: bad selector code", ErrCorrupt, b)
-			}
-		case KindUTAF:
-			for i := 0; i < 64; i++ {
-				sels[i] = f.uSelAt(b*64 + i)
-			}
-		case KindExAF:
-			if !decodeExtensions(code, 64, &lens, &pats, true) {
-				return fmt.Errorf("%w: block %d: bad extension code", ErrCorrupt, b)
-			}
+		for j := range bw {
+			bw[j] = f.load64(b*f.wpb + j)
 		}
-		return nil
+		return f.v.decodeBlock(f, b, bw, &st, true)
 	}
 	prevEnd := -1
 	for b := 0; b < f.nblocks; b++ {
@@ -72,17 +59,7 @@ func (f *qf) verify() error {
 					return err
 				}
 				i, tail, rem := s&63, tails[s&63], f.remAt(s)
-				good := true
-				switch f.kind {
-				case KindRSQF:
-					good = tail&f.remMask == rem
-				case KindCAF:
-					good = tail&f.remMask == rem && !f.cafCached(uint64(q), tail)
-				case KindTAF, KindUTAF:
-					good = f.chunk(tail, sels[i]) == rem
-				case KindExAF:
-					good = tail&f.remMask == rem && extMatches(tail>>f.r, lens[i], pats[i])
-				}
+				good := f.v.verifySlot(f, &st, i, uint64(q), rem, tail)
 				if !good {
 					return fmt.Errorf("%w: slot %d does not match its tail", ErrRemote, s)
 				}
