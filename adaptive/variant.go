@@ -99,24 +99,30 @@ func noCode(b int, bw []uint64) error {
 	return nil
 }
 
+// selectorSlots is what the TAF and the uTAF share: a slot matches a tail
+// when its remainder is the chunk of the tail its selector picks, and a
+// false positive is fixed in the slots it collides with (adaptRun).
+type selectorSlots struct{}
+
+func (selectorSlots) adaptive() bool                   { return true }
+func (selectorSlots) adapt(f *qf, h1, h2 uint64) error { return f.adaptRun(h1, h2) }
+func (selectorSlots) matches(f *qf, st *slotState, i int, rem, t uint64) bool {
+	return rem == f.chunk(t, st.sels[i])
+}
+func (v selectorSlots) verifySlot(f *qf, st *slotState, i int, _, rem, t uint64) bool {
+	return v.matches(f, st, i, rem, t)
+}
+
 // tafVariant is the TAF: a selector per slot, arithmetic-coded per block
 // (section 3; adaptation section 4 and appendix B).
-type tafVariant struct{}
+type tafVariant struct{ selectorSlots }
 
-func (tafVariant) adaptive() bool                   { return true }
-func (tafVariant) extraWords() int                  { return 0 }
-func (tafVariant) adapt(f *qf, h1, h2 uint64) error { return f.adaptRun(h1, h2) }
+func (tafVariant) extraWords() int { return 0 }
 func (tafVariant) decodeBlock(_ *qf, b int, bw []uint64, st *slotState, strict bool) error {
 	if !decodeSelectors(bw[wMeta]>>8, 64, &st.sels, strict) {
 		return fmt.Errorf("%w: block %d: bad selector code", ErrCorrupt, b)
 	}
 	return nil
-}
-func (tafVariant) matches(f *qf, st *slotState, i int, rem, t uint64) bool {
-	return rem == f.chunk(t, st.sels[i])
-}
-func (v tafVariant) verifySlot(f *qf, st *slotState, i int, _, rem, t uint64) bool {
-	return v.matches(f, st, i, rem, t)
 }
 func (tafVariant) fixBlock(f *qf, w *blockWork, mine []int, tails []uint64, start int, h2 uint64) (bool, int, error) {
 	return f.adaptBlockSelectors(w, mine, tails, start, h2, f.storeSelectorCode)
@@ -140,9 +146,8 @@ func (tafVariant) validateCode(f *qf, b int, bw []uint64) error {
 
 // utafVariant is the uTAF: the TAF with a plain selector byte per slot in
 // 8 extra words per block.
-type utafVariant struct{}
+type utafVariant struct{ selectorSlots }
 
-func (utafVariant) adaptive() bool  { return true }
 func (utafVariant) extraWords() int { return 8 }
 func (utafVariant) matchRun(f *qf, _, h2 uint64, start, end int) bool {
 	for s := end; s >= start; s-- {
@@ -152,18 +157,11 @@ func (utafVariant) matchRun(f *qf, _, h2 uint64, start, end int) bool {
 	}
 	return false
 }
-func (utafVariant) adapt(f *qf, h1, h2 uint64) error { return f.adaptRun(h1, h2) }
 func (utafVariant) decodeBlock(f *qf, _ int, bw []uint64, st *slotState, _ bool) error {
 	for i := 0; i < 64; i++ {
 		st.sels[i] = getSelW(bw, f.r, i)
 	}
 	return nil
-}
-func (utafVariant) matches(f *qf, st *slotState, i int, rem, t uint64) bool {
-	return rem == f.chunk(t, st.sels[i])
-}
-func (v utafVariant) verifySlot(f *qf, st *slotState, i int, _, rem, t uint64) bool {
-	return v.matches(f, st, i, rem, t)
 }
 func (utafVariant) fixBlock(f *qf, w *blockWork, mine []int, tails []uint64, start int, h2 uint64) (bool, int, error) {
 	return f.adaptBlockSelectors(w, mine, tails, start, h2, f.storeSelectorBytes)
