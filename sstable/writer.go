@@ -10,7 +10,6 @@ import (
 	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage"
-	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	psst "github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -58,6 +57,9 @@ type Writer struct {
 	err      error
 }
 
+// bytesPerSync is how often a table being written is handed to the disk.
+const bytesPerSync = 512 << 10
+
 // Create creates the table file path on fs and returns its writer.
 func Create(fs vfs.FS, path string, opts WriterOptions) (*Writer, error) {
 	if fs == nil {
@@ -83,7 +85,11 @@ func Create(fs vfs.FS, path string, opts WriterOptions) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	aw := &abortableWritable{Writable: objstorageprovider.NewFileWritable(f)}
+	// Write back every 512 KiB as the table grows (Pebble's BytesPerSync
+	// for tables), so the fsync at the end finds little left to write and
+	// a compaction's disk writes overlap its merging.
+	f = vfs.NewSyncingFile(f, vfs.SyncingFileOptions{BytesPerSync: bytesPerSync})
+	aw := &abortableWritable{Writable: newFileWritable(f)}
 	wo := psst.WriterOptions{
 		BlockSize:          opts.BlockSize,
 		Comparer:           pebble.DefaultComparer,
