@@ -3,8 +3,10 @@
 // kv read path are built on.
 //
 // Picking (Pick, PickRange) follows Pebble and RocksDB: L0 holds flushed
-// tables that may overlap and is compacted into the base level when it has
-// L0Trigger tables; L1..L6 are sorted runs. The base level and the level
+// tables that may overlap and is compacted into the base level once a key
+// is in L0Trigger/2 of them (L0Depth; Pebble's rule, which keeps the L0
+// tables a read checks few), or once it holds L0FileThreshold tables that
+// do not overlap; L1..L6 are sorted runs. The base level and the level
 // targets are dynamic, as Pebble's (BaseLevel): derived from the data in
 // the tree, so a small store compacts L0 straight into the last level and
 // a growing one moves its base up, with no empty middle level in between;

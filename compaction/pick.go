@@ -12,9 +12,13 @@ import (
 
 // Defaults of Options (used for zero fields).
 const (
-	// DefaultL0Trigger is the number of L0 tables that triggers an L0
-	// compaction (Pebble's L0CompactionThreshold is 4 too).
+	// DefaultL0Trigger is the L0 read amplification at which L0's score is
+	// 2: Pebble's L0CompactionThreshold, 4 too. L0 scores
+	// 2 x depth / L0Trigger, so compactions start at depth 2 (Scores).
 	DefaultL0Trigger = 4
+	// DefaultL0FileThresholdPerTrigger times L0Trigger is the default
+	// L0FileThreshold: 16 tables with the default trigger.
+	DefaultL0FileThresholdPerTrigger = 4
 	// DefaultLevelRatio is the size ratio between consecutive levels.
 	DefaultLevelRatio = 10
 	// DefaultBaseLevelBytes is the target size of L1: 64 MiB, as in Pebble's
@@ -30,8 +34,16 @@ const (
 
 // Options configure picking. Zero fields take the defaults above.
 type Options struct {
-	// L0Trigger is the number of L0 tables at which L0 scores 1.
+	// L0Trigger is the L0 read amplification (L0Depth) at which L0 scores
+	// 2, as Pebble's L0CompactionThreshold: L0 scores 2 x depth /
+	// L0Trigger, so an L0 compaction starts at depth L0Trigger/2.
 	L0Trigger int
+	// L0FileThreshold is the number of L0 tables at which L0 scores 1
+	// whatever their depth, so that tables that do not overlap (sequential
+	// keys) do not pile up in L0 (Pebble's L0CompactionFileThreshold,
+	// whose default of 500 suits its L0 sublevel index; a read here scans
+	// L0's tables). Default: DefaultL0FileThresholdPerTrigger x L0Trigger.
+	L0FileThreshold int
 	// LevelRatio is the ratio between the target sizes of L(n+1) and Ln.
 	LevelRatio float64
 	// BaseLevelBytes is the target size of L1.
@@ -51,6 +63,9 @@ func (o Options) Validate() error {
 	if o.L0Trigger < 0 {
 		return fmt.Errorf("%w: L0Trigger %d < 0", ErrInvalidOptions, o.L0Trigger)
 	}
+	if o.L0FileThreshold < 0 {
+		return fmt.Errorf("%w: L0FileThreshold %d < 0", ErrInvalidOptions, o.L0FileThreshold)
+	}
 	if o.LevelRatio != 0 && !(o.LevelRatio >= 1 && o.LevelRatio <= 1000) {
 		return fmt.Errorf("%w: LevelRatio %v outside [1, 1000]", ErrInvalidOptions, o.LevelRatio)
 	}
@@ -61,6 +76,9 @@ func (o Options) Validate() error {
 func (o Options) WithDefaults() Options {
 	if o.L0Trigger <= 0 {
 		o.L0Trigger = DefaultL0Trigger
+	}
+	if o.L0FileThreshold <= 0 {
+		o.L0FileThreshold = DefaultL0FileThresholdPerTrigger * o.L0Trigger
 	}
 	if !(o.LevelRatio >= 1 && o.LevelRatio <= 1000) {
 		o.LevelRatio = DefaultLevelRatio
@@ -228,8 +246,50 @@ func BaseLevel(levels [NumLevels][]*TableMeta, opts Options) (base int, targets 
 	return base, targets
 }
 
-// Scores returns the compaction score of each level: for L0 the number of
-// tables not busy over L0Trigger; for the levels from the base level
+// L0Depth returns L0's read amplification: the largest number of tables of
+// l0 not busy whose user key ranges hold one key (what Pebble calls the
+// number of L0 sublevels). A point read checks at most that many L0 tables.
+func L0Depth(l0 []*TableMeta, busy func(fileNum uint64) bool) int {
+	busy = orNotBusy(busy)
+	var starts, ends [][]byte
+	for _, t := range l0 {
+		if !busy(t.FileNum) {
+			starts = append(starts, t.Smallest.UserKey)
+			ends = append(ends, t.Largest.UserKey)
+		}
+	}
+	slices.SortFunc(starts, bytes.Compare)
+	slices.SortFunc(ends, bytes.Compare)
+	// Sweep the boundaries in key order; ranges are closed, so at equal
+	// keys a start counts before an end.
+	depth, best, j := 0, 0, 0
+	for _, s := range starts {
+		for j < len(ends) && bytes.Compare(ends[j], s) < 0 {
+			depth--
+			j++
+		}
+		depth++
+		best = max(best, depth)
+	}
+	return best
+}
+
+// l0Score is L0's score: 2 x L0Depth / L0Trigger (Pebble's L0 fill
+// factor, so L0 compacts from depth L0Trigger/2), or the count of tables
+// not busy over L0FileThreshold when that is higher.
+func l0Score(l0 []*TableMeta, opts Options, busy func(uint64) bool) float64 {
+	n := 0
+	for _, t := range l0 {
+		if !busy(t.FileNum) {
+			n++
+		}
+	}
+	return max(2*float64(L0Depth(l0, busy))/float64(opts.L0Trigger), float64(n)/float64(opts.L0FileThreshold))
+}
+
+// Scores returns the compaction score of each level: for L0 twice its depth
+// (L0Depth, the tables not busy) over L0Trigger, or its count of tables not
+// busy over L0FileThreshold if higher; for the levels from the base level
 // (BaseLevel) to L5 the size of the tables not busy over the level's
 // target size; 0 for the levels above the base level (empty) and for the
 // last level, which has no level to compact into. (Busy tables are leaving
@@ -238,13 +298,7 @@ func Scores(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint
 	opts = opts.WithDefaults()
 	busy = orNotBusy(busy)
 	var s [NumLevels]float64
-	n := 0
-	for _, t := range levels[0] {
-		if !busy(t.FileNum) {
-			n++
-		}
-	}
-	s[0] = float64(n) / float64(opts.L0Trigger)
+	s[0] = l0Score(levels[0], opts, busy)
 	base, targets := BaseLevel(levels, opts)
 	for l := base; l < NumLevels-1; l++ {
 		var size uint64
@@ -564,7 +618,7 @@ func inLevelOrder(level, set []*TableMeta) []*TableMeta {
 
 // Debt estimates the bytes compactions must still rewrite to bring every
 // level within its target, the way Pebble estimates compaction debt: once
-// L0 holds L0Trigger tables, its bytes and the base level's (which L0's
+// L0's score reaches 1 (Scores), its bytes and the base level's (which L0's
 // tables, spread over the key space, mostly overlap) are owed, and L0's
 // bytes are carried into the base level; from the base level down, a level
 // whose bytes (with what is carried into it) exceed its target carries the
@@ -574,7 +628,7 @@ func Debt(levels [NumLevels][]*TableMeta, opts Options) uint64 {
 	opts = opts.WithDefaults()
 	base, targets := BaseLevel(levels, opts)
 	var debt, carried float64
-	if len(levels[0]) >= opts.L0Trigger {
+	if l0Score(levels[0], opts, orNotBusy(nil)) >= 1 {
 		carried = float64(sumSize(levels[0]))
 		debt = carried + float64(sumSize(levels[base]))
 	}

@@ -38,9 +38,11 @@ const mib = 1 << 20
 
 func TestOptions(t *testing.T) {
 	d := Options{}.WithDefaults()
-	require.Equal(t, Options{L0Trigger: 4, LevelRatio: 10, BaseLevelBytes: 64 * mib, TargetFileSize: 2 * mib}, d)
+	require.Equal(t, Options{L0Trigger: 4, L0FileThreshold: 16, LevelRatio: 10, BaseLevelBytes: 64 * mib, TargetFileSize: 2 * mib}, d)
+	require.Equal(t, 40, Options{L0Trigger: 10}.WithDefaults().L0FileThreshold)
 	require.NoError(t, Options{}.Validate())
 	require.ErrorIs(t, Options{L0Trigger: -1}.Validate(), ErrInvalidOptions)
+	require.ErrorIs(t, Options{L0FileThreshold: -1}.Validate(), ErrInvalidOptions)
 	require.ErrorIs(t, Options{LevelRatio: 0.5}.Validate(), ErrInvalidOptions)
 	require.ErrorIs(t, Options{LevelRatio: 1e9}.Validate(), ErrInvalidOptions)
 	require.Equal(t, uint64(64*mib), Options{}.LevelTarget(1))
@@ -51,12 +53,14 @@ func TestOptions(t *testing.T) {
 
 func TestPickL0Trigger(t *testing.T) {
 	var levels [NumLevels][]*TableMeta
-	levels[0] = []*TableMeta{tm(10, 1, "a", "f"), tm(11, 1, "e", "k"), tm(12, 1, "c", "d")}
+	// Depth 1: no key is in two L0 tables.
+	levels[0] = []*TableMeta{tm(10, 1, "a", "f"), tm(12, 1, "g", "h")}
 	levels[1] = []*TableMeta{tm(1, 5, "a", "b"), tm(2, 5, "c", "h"), tm(3, 5, "x", "z")}
-	require.Nil(t, Pick(levels, Options{}, nil), "3 L0 tables < trigger 4")
-	require.Equal(t, 0.75, Scores(levels, Options{}, nil)[0])
+	require.Nil(t, Pick(levels, Options{}, nil), "depth 1 < trigger 4 / 2")
+	require.Equal(t, 0.5, Scores(levels, Options{}, nil)[0])
 
-	levels[0] = append(levels[0], tm(13, 1, "j", "m"))
+	// Depth 2 (keys e..f are in 10 and 11): L0 scores 2 x 2 / 4.
+	levels[0] = []*TableMeta{tm(10, 1, "a", "f"), tm(11, 1, "e", "k"), tm(12, 1, "g", "h"), tm(13, 1, "j", "m")}
 	p := Pick(levels, Options{}, nil)
 	require.NotNil(t, p)
 	require.Equal(t, 0, p.Level)
@@ -72,8 +76,53 @@ func TestPickL0Trigger(t *testing.T) {
 	require.Equal(t, "L0->L1 inputs [10 11 12 13] overlapping [1 2]", p.String())
 	require.Equal(t, "L3->L4 (manual) inputs [] overlapping []", (&Plan{Level: 3, OutputLevel: 4, Manual: true}).String())
 
-	// A custom trigger.
+	// A custom trigger: depth 2 < 5 / 2.
 	require.Nil(t, Pick(levels, Options{L0Trigger: 5}, nil))
+	require.Equal(t, 0.8, Scores(levels, Options{L0Trigger: 5}, nil)[0])
+}
+
+func TestPickL0FileThreshold(t *testing.T) {
+	// Tables that do not overlap (sequential keys) keep depth 1; their
+	// count triggers the compaction instead.
+	var levels [NumLevels][]*TableMeta
+	for i := 0; i < 15; i++ {
+		k := string(rune('a' + i))
+		levels[0] = append(levels[0], tm(uint64(100+i), 1, k+"0", k+"9"))
+	}
+	require.Equal(t, 1, L0Depth(levels[0], nil))
+	require.Nil(t, Pick(levels, Options{}, nil), "15 tables < 4 x 4")
+	levels[0] = append(levels[0], tm(200, 1, "z0", "z9"))
+	p := Pick(levels, Options{}, nil)
+	require.NotNil(t, p)
+	require.Equal(t, 1.0, p.Score)
+	require.Nil(t, Pick(levels, Options{L0FileThreshold: 17}, nil))
+	// Busy tables do not count.
+	require.Nil(t, Pick(levels, Options{}, busySet(100)))
+}
+
+func TestL0Depth(t *testing.T) {
+	require.Equal(t, 0, L0Depth(nil, nil))
+	l0 := []*TableMeta{tm(1, 1, "b", "d"), tm(2, 1, "d", "f"), tm(3, 1, "a", "z"), tm(4, 1, "g", "g")}
+	require.Equal(t, 3, L0Depth(l0, nil), "d is in 1, 2 and 3 (closed ranges)")
+	require.Equal(t, 2, L0Depth(l0, busySet(3)))
+	require.Equal(t, 1, L0Depth(l0, busySet(1, 3)))
+
+	// Against a count at every key, on random tables over keys 00..99.
+	rng := rand.New(rand.NewSource(1))
+	key := func(i int) string { return fmt.Sprintf("%02d", i) }
+	for iter := 0; iter < 300; iter++ {
+		var tables []*TableMeta
+		var cover [100]int
+		for i := 0; i < 1+rng.Intn(12); i++ {
+			a, b := rng.Intn(100), rng.Intn(100)
+			a, b = min(a, b), max(a, b)
+			tables = append(tables, tm(uint64(i), 1, key(a), key(b)))
+			for k := a; k <= b; k++ {
+				cover[k]++
+			}
+		}
+		require.Equal(t, slices.Max(cover[:]), L0Depth(tables, nil))
+	}
 }
 
 func TestPickL0Components(t *testing.T) {
@@ -92,7 +141,7 @@ func TestPickL0Components(t *testing.T) {
 	p = Pick(levels, Options{L0Trigger: 2}, busySet(21))
 	require.Equal(t, []uint64{23, 24}, fileNums(p.Inputs))
 	require.Equal(t, []uint64{3}, fileNums(p.Overlapping))
-	require.Equal(t, 2.5, p.Score)
+	require.Equal(t, 2.0, p.Score, "depth 2 (23, 24) x 2 / 2")
 
 	// A busy L1 table blocks the groups overlapping it.
 	p = Pick(levels, Options{L0Trigger: 2}, busySet(21, 3))
@@ -101,7 +150,7 @@ func TestPickL0Components(t *testing.T) {
 
 	// Equal group sizes: the group with the oldest table.
 	levels[0] = []*TableMeta{tm(30, 1, "a", "b"), tm(31, 1, "m", "n"), tm(29, 1, "x", "y")}
-	p = Pick(levels, Options{L0Trigger: 3}, nil)
+	p = Pick(levels, Options{L0Trigger: 2}, nil)
 	require.Equal(t, []uint64{29}, fileNums(p.Inputs))
 
 	// Everything busy: nothing to do.

@@ -4,22 +4,28 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/adaptkv/adaptkv/sstable"
 )
 
-// Compactions run one at a time (compactMu): the background loop after
-// flushes, and manual Compact calls. With a single compaction in flight no
-// table is ever busy, so Pick and PickRange get no busy function.
+// Background compactions run concurrently, up to
+// Options.MaxConcurrentCompactions: compactLoop picks under compactMu with
+// the tables of the running ones marked busy (compaction.Pick never takes a
+// busy table, so running compactions never share a table nor write
+// overlapping outputs into one level), books the plan's tables and starts
+// it. A manual Compact waits for the running ones and holds back new ones
+// until it returns, so its plans need no busy set.
 
 func (db *DB) compactionOptions() compaction.Options {
 	return compaction.Options{
-		L0Trigger:      db.opts.L0CompactionThreshold,
-		LevelRatio:     db.opts.LevelSizeRatio,
-		BaseLevelBytes: db.opts.baseLevelBytes(),
-		TargetFileSize: db.opts.TargetFileSize,
+		L0Trigger:       db.opts.L0CompactionThreshold,
+		L0FileThreshold: db.opts.L0CompactionFileThreshold,
+		LevelRatio:      db.opts.LevelSizeRatio,
+		BaseLevelBytes:  db.opts.baseLevelBytes(),
+		TargetFileSize:  db.opts.TargetFileSize,
 	}
 }
 
@@ -39,45 +45,91 @@ func (db *DB) compactLoop() {
 			return
 		case <-db.compactKick:
 		}
-		for {
-			select {
-			case <-db.closeCh:
-				return
-			default:
+		db.startCompactions()
+	}
+}
+
+// startCompactions starts the compactions Pick chooses, while fewer than
+// MaxConcurrentCompactions run and no manual Compact is waiting or running.
+// After a failed compaction it starts none (the next flush kicks a retry).
+func (db *DB) startCompactions() {
+	db.compactMu.Lock()
+	defer db.compactMu.Unlock()
+	for db.running < db.opts.MaxConcurrentCompactions && db.manual == 0 {
+		if db.closed.Load() {
+			return
+		}
+		db.mu.Lock()
+		failed := db.compactErr != nil
+		db.mu.Unlock()
+		if failed && db.running > 0 {
+			return // the running one clears or keeps the error
+		}
+		v := db.currentVersion()
+		plan := compaction.Pick(v.levels, db.compactionOptions(), func(fn uint64) bool { return db.busy[fn] })
+		if plan == nil {
+			v.unref()
+			if db.running == 0 {
+				db.mu.Lock()
+				db.compactErr = nil // nothing left that failed
+				db.mu.Unlock()
 			}
-			ran, err := db.compactOnce()
+			return
+		}
+		db.bookLocked(plan, true)
+		db.wg.Add(1)
+		hook := db.testHookCompaction
+		go func() {
+			defer db.wg.Done()
+			if hook != nil {
+				hook(plan)
+			}
+			err := db.runCompaction(plan, v)
+			v.unref()
+			db.compactMu.Lock()
+			db.bookLocked(plan, false)
+			db.compactMu.Unlock()
 			db.mu.Lock()
 			db.compactErr = err
 			db.stallCond.Broadcast()
 			db.mu.Unlock()
-			if err != nil {
-				break // retried after the next flush
+			if err == nil {
+				db.kickCompaction() // the tree may owe more
 			}
-			if !ran {
-				break
-			}
+		}()
+		if failed {
+			return // one retry at a time
 		}
 	}
 }
 
-// compactOnce runs the compaction Pick chooses, if any.
-func (db *DB) compactOnce() (bool, error) {
-	db.compactMu.Lock()
-	defer db.compactMu.Unlock()
-	v := db.currentVersion()
-	plan := compaction.Pick(v.levels, db.compactionOptions(), nil)
-	v.unref()
-	if plan == nil {
-		return false, nil
+// bookLocked marks the plan's tables busy and counts it as running (start),
+// or undoes that when it ends, waking a waiting manual Compact.
+func (db *DB) bookLocked(plan *compaction.Plan, start bool) {
+	for _, t := range plan.Tables() {
+		if start {
+			db.busy[t.FileNum] = true
+		} else {
+			delete(db.busy, t.FileNum)
+		}
 	}
-	return true, db.runCompaction(plan)
+	if start {
+		db.running++
+	} else {
+		db.running--
+		db.compactCond.Broadcast()
+	}
 }
 
 // runCompaction merges the plan's tables into new tables of its output
-// level and installs the result. Called with compactMu held.
-func (db *DB) runCompaction(plan *compaction.Plan) error {
-	v := db.currentVersion()
-	defer v.unref()
+// level and installs the result. v is the version the plan was picked
+// from (the caller holds a reference); the plan's tables are booked busy.
+func (db *DB) runCompaction(plan *compaction.Plan, v *version) error {
+	if isMove(plan) {
+		return db.moveTable(plan)
+	}
+	start := time.Now()
+	defer func() { db.compactNanos.Add(int64(time.Since(start))) }()
 	tables := plan.Tables()
 	iters := make([]base.Iterator, 0, len(tables))
 	for _, t := range tables {
@@ -153,6 +205,31 @@ func (db *DB) runCompaction(plan *compaction.Plan) error {
 	return nil
 }
 
+// isMove reports whether a background plan can move its table down instead
+// of rewriting it (Pebble's and RocksDB's trivial move): one input and
+// nothing it overlaps in the output level. A table of L0 alone in its plan
+// overlaps no other L0 table (Pick takes L0 tables by overlapping groups),
+// so moving it keeps newer versions above older ones. Manual plans always
+// rewrite: they are asked to drop what is obsolete.
+func isMove(plan *compaction.Plan) bool {
+	return !plan.Manual && plan.Level != plan.OutputLevel && len(plan.Inputs) == 1 && len(plan.Overlapping) == 0
+}
+
+// moveTable installs the plan's one table at its output level. The file,
+// its filter and its adaptive state stay as they are.
+func (db *DB) moveTable(plan *compaction.Plan) error {
+	t := plan.Inputs[0]
+	edit := &versionEdit{
+		deleted: []deletedTable{{level: plan.Level, fileNum: t.FileNum}},
+		added:   []addedTable{{level: plan.OutputLevel, meta: t}},
+	}
+	if err := db.logAndApply(edit, nil); err != nil {
+		return err
+	}
+	db.tableMoves.Add(1)
+	return nil
+}
+
 // compactionIter reads a compaction input through a private reader (no
 // block cache, no adaptive state, no filter: it only iterates), so
 // compactions neither evict hot blocks nor count in the read-path metrics
@@ -171,7 +248,7 @@ func (c *compactionIter) Close() error {
 }
 
 func (db *DB) newCompactionIter(fn uint64) (base.Iterator, error) {
-	r, err := sstable.Open(db.fs, db.fs.PathJoin(db.dir, tableFileName(fn)), sstable.ReaderOptions{FileNum: fn, SkipFilter: true})
+	r, err := sstable.Open(db.fs, db.fs.PathJoin(db.dir, tableFileName(fn)), sstable.ReaderOptions{FileNum: fn, SkipFilter: true, Sequential: true})
 	if err != nil {
 		return nil, fmt.Errorf("kv: open table %s: %w", tableFileName(fn), err)
 	}
@@ -221,8 +298,20 @@ func (db *DB) Compact(start, end []byte) error {
 	if err := db.Flush(); err != nil {
 		return err
 	}
+	db.manualMu.Lock()
+	defer db.manualMu.Unlock()
 	db.compactMu.Lock()
-	defer db.compactMu.Unlock()
+	db.manual++
+	for db.running > 0 {
+		db.compactCond.Wait()
+	}
+	db.compactMu.Unlock()
+	defer func() {
+		db.compactMu.Lock()
+		db.manual--
+		db.compactMu.Unlock()
+		db.kickCompaction()
+	}()
 	for level := 0; level < compaction.NumLevels; level++ {
 		if db.closed.Load() {
 			return ErrClosed
@@ -232,17 +321,20 @@ func (db *DB) Compact(start, end []byte) error {
 		if plan != nil {
 			plan.SkipEmptyLevels(v.levels, nil) // no table is busy (see above)
 		}
-		v.unref()
 		if err != nil {
+			v.unref()
 			if errors.Is(err, compaction.ErrInvalidOptions) {
 				err = fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 			}
 			return fmt.Errorf("kv: compact: %w", err)
 		}
 		if plan == nil {
+			v.unref()
 			continue
 		}
-		if err := db.runCompaction(plan); err != nil {
+		err = db.runCompaction(plan, v)
+		v.unref()
+		if err != nil {
 			return err
 		}
 	}

@@ -189,3 +189,119 @@ func TestWriteAmplificationMetrics(t *testing.T) {
 	require.InDelta(t, float64(m.BytesFlushed+m.BytesCompacted)/float64(m.BytesFlushed), m.WriteAmplification(), 1e-9)
 	require.Zero(t, m.CompactionDebt, "fully compacted")
 }
+
+// setCompactionHook installs a hook run at the start of every background
+// compaction (see DB.testHookCompaction).
+func setCompactionHook(db *DB, hook func(*compaction.Plan)) {
+	db.compactMu.Lock()
+	db.testHookCompaction = hook
+	db.compactMu.Unlock()
+}
+
+// TestConcurrentCompactions: with an L0 compaction of one key range held
+// mid-way, the flush of a disjoint range starts a second compaction (up to
+// MaxConcurrentCompactions; with 1 it waits for the first), the two never
+// share a table, and a manual Compact waits for both before it runs.
+func TestConcurrentCompactions(t *testing.T) {
+	for _, limit := range []int{2, 1} {
+		t.Run(fmt.Sprintf("max=%d", limit), func(t *testing.T) {
+			// L0CompactionThreshold 2: L0 scores 2 x depth / 2, so every
+			// flush makes an L0 compaction due.
+			db, err := Open("db", &Options{FS: vfs.NewMem(), L0CompactionThreshold: 2, MaxConcurrentCompactions: limit})
+			require.NoError(t, err)
+			defer db.Close()
+			started := make(chan *compaction.Plan, 4)
+			release := make(chan struct{})
+			setCompactionHook(db, func(p *compaction.Plan) {
+				started <- p
+				<-release
+			})
+			write := func(prefix string) {
+				for i := 0; i < 500; i++ {
+					require.NoError(t, db.Set(fmt.Appendf(nil, "%s%05d", prefix, i), []byte("value"), NoSync))
+				}
+				require.NoError(t, db.Flush())
+			}
+			wait := func() *compaction.Plan {
+				select {
+				case p := <-started:
+					return p
+				case <-time.After(10 * time.Second):
+					t.Fatal("no compaction started")
+					return nil
+				}
+			}
+			write("a")
+			first := wait()
+			write("b")
+			if limit == 1 {
+				select {
+				case p := <-started:
+					t.Fatalf("a second compaction %v started with MaxConcurrentCompactions 1", p)
+				case <-time.After(100 * time.Millisecond):
+				}
+				require.Equal(t, 1, db.Metrics().CompactionsRunning)
+				close(release)
+				wait()
+			} else {
+				second := wait()
+				require.Equal(t, 2, db.Metrics().CompactionsRunning)
+				for _, a := range first.Tables() {
+					for _, b := range second.Tables() {
+						require.NotEqual(t, a.FileNum, b.FileNum, "a table in two compactions")
+					}
+				}
+				// A manual Compact waits for the running compactions.
+				manual := make(chan error, 1)
+				go func() { manual <- db.Compact(nil, nil) }()
+				select {
+				case err := <-manual:
+					t.Fatalf("manual Compact returned (%v) while compactions ran", err)
+				case <-time.After(100 * time.Millisecond):
+				}
+				close(release)
+				require.NoError(t, <-manual)
+				require.Zero(t, db.Metrics().Levels[0].NumFiles)
+			}
+			require.Eventually(t, func() bool { return db.Metrics().CompactionsRunning == 0 }, 10*time.Second, time.Millisecond)
+			for _, prefix := range []string{"a", "b"} {
+				for i := 0; i < 500; i++ {
+					_, err := db.Get(fmt.Appendf(nil, "%s%05d", prefix, i))
+					require.NoError(t, err)
+				}
+			}
+		})
+	}
+}
+
+// TestL0FileThreshold: flushes of sequential keys never overlap, so L0's
+// depth stays 1 and never triggers a compaction; the table count does
+// (L0CompactionFileThreshold), and flushes never stall on depth. Tables
+// that overlap nothing below move down without a rewrite.
+func TestL0FileThreshold(t *testing.T) {
+	db, err := Open("db", &Options{FS: vfs.NewMem(), MemTableSize: 8 << 10, L0CompactionFileThreshold: 6})
+	require.NoError(t, err)
+	defer db.Close()
+	n := 20000
+	if testing.Short() {
+		n = 8000
+	}
+	maxL0 := 0
+	for i := 0; i < n; i++ {
+		require.NoError(t, db.Set(fmt.Appendf(nil, "k%07d", i), []byte("some value bytes"), NoSync))
+		if i%100 == 0 {
+			m := db.Metrics()
+			maxL0 = max(maxL0, m.Levels[0].NumFiles)
+		}
+	}
+	m := db.Metrics()
+	t.Logf("max L0 %d, flushes %d, compactions %d, moves %d", maxL0, m.Flushes, m.Compactions, m.TableMoves)
+	require.Greater(t, m.Flushes, uint64(12), "enough flushes to pass the threshold twice")
+	require.Positive(t, m.TableMoves, "tables overlapping nothing below move down")
+	require.Less(t, m.Compactions, m.TableMoves, "most sequential tables move rather than get rewritten")
+	require.LessOrEqual(t, maxL0, 2*6, "flushes wait at twice the file threshold")
+	for i := 0; i < n; i += 7 {
+		_, err := db.Get(fmt.Appendf(nil, "k%07d", i))
+		require.NoError(t, err)
+	}
+}

@@ -8,7 +8,9 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/filterpolicy"
 	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/adaptkv/adaptkv/kv/internal/knownneg"
@@ -28,7 +30,7 @@ const maxManifestSize = 1 << 20
 // Its state is grouped below by the lock that guards it. The lock order
 // (a goroutine holding one may take only those after it) is:
 //
-//	compactMu -> manifestMu -> mu -> refMu -> deleteMu
+//	manualMu -> compactMu -> manifestMu -> mu -> refMu -> deleteMu
 //
 // with tableCache.mu, the memtable's insert lock, the WAL buffer's locks and
 // the known-negative sketch's lock as leaves, taken under any of these and
@@ -96,9 +98,17 @@ type DB struct {
 	manifestMu sync.Mutex
 	manifest   *manifestWriter
 
-	// compactMu is held by the one compaction running (background or
-	// manual, compact.go).
+	// manualMu is held by the manual Compact running (one at a time), and
+	// by Close to wait for it.
+	manualMu sync.Mutex
+	// compactMu guards the compaction schedule (compact.go): the tables of
+	// running compactions and their count. It is held only to pick and to
+	// book-keep, never while a compaction runs.
 	compactMu   sync.Mutex
+	compactCond *sync.Cond // signalled when a compaction ends
+	busy        map[uint64]bool
+	running     int // compactions running (background and manual)
+	manual      int // manual Compact calls: no background compaction starts
 	compactKick chan struct{}
 	closeCh     chan struct{}
 	wg          sync.WaitGroup
@@ -110,10 +120,16 @@ type DB struct {
 
 	gets                 striped.Counter // every Get adds one: striped
 	flushes, compactions atomic.Uint64
+	tableMoves           atomic.Uint64 // compactions that moved a table (not counted in compactions)
 	// Table bytes written by flushes, and read (inputs) and written by
 	// compactions.
 	flushedBytes, compactedReadBytes, compactedBytes atomic.Uint64
+	flushNanos, compactNanos                         atomic.Int64  // time spent in each
 	walGroups, walSyncs                              atomic.Uint64 // commit groups written, fsyncs (tests)
+
+	// testHookCompaction, if set (by tests, under compactMu), runs at the
+	// start of each background compaction, with its plan booked.
+	testHookCompaction func(*compaction.Plan)
 
 	// testHookBeforePin, if set (by tests, before any read), runs in
 	// loadReadState before the read state is pinned.
@@ -165,6 +181,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		fileRefs:    make(map[uint64]int),
 		snapshots:   make(map[*Snapshot]struct{}),
 		liveRS:      make(map[*readState]struct{}),
+		busy:        make(map[uint64]bool),
 		compactKick: make(chan struct{}, 1),
 		walKick:     make(chan struct{}, 1),
 		closeCh:     make(chan struct{}),
@@ -172,6 +189,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	db.commitCond = sync.NewCond(&db.commitMu)
 	db.flushCond = sync.NewCond(&db.mu)
 	db.stallCond = sync.NewCond(&db.mu)
+	db.compactCond = sync.NewCond(&db.compactMu)
 	// The table cache owns the block cache's reference (see tableCache).
 	db.tc = newTableCache(fs, dir, pebble.NewCache(o.BlockCacheSize), o.MaxOpenFiles, o.ReadOnly)
 	db.openKnownNegatives() // before recovery: its flush uses them
@@ -357,9 +375,9 @@ func (db *DB) flushLoop() {
 			db.mu.Unlock()
 			return
 		}
-		// Too many L0 tables: wait for compactions (unless one failed:
-		// then flushing on beats stalling writers for good).
-		for len(db.current.levels[0]) >= db.opts.L0StopWritesThreshold &&
+		// L0 too deep: wait for compactions (unless one failed: then
+		// flushing on beats stalling writers for good).
+		for db.l0StalledLocked() &&
 			!db.closing && db.bgErr == nil && db.compactErr == nil {
 			db.kickCompaction()
 			db.stallCond.Wait()
@@ -381,7 +399,17 @@ func (db *DB) flushLoop() {
 	}
 }
 
+// l0StalledLocked reports whether L0 is too deep (or holds too many
+// tables) for another flush: see Options.L0StopWritesThreshold.
+func (db *DB) l0StalledLocked() bool {
+	l0 := db.current.levels[0]
+	return len(l0) >= 2*db.opts.L0CompactionFileThreshold ||
+		len(l0) >= db.opts.L0StopWritesThreshold && compaction.L0Depth(l0, nil) >= db.opts.L0StopWritesThreshold
+}
+
 func (db *DB) flushMemtable(m *memEntry, nextLog uint64) error {
+	start := time.Now()
+	defer func() { db.flushNanos.Add(int64(time.Since(start))) }()
 	edit := &versionEdit{hasLogNum: true, logNum: nextLog}
 	if !m.mt.Empty() {
 		meta, err := db.writeTable(m.mt.NewIter())
@@ -474,9 +502,10 @@ func (db *DB) Close() error {
 	close(db.closeCh)
 	db.wg.Wait()
 	// A manual Compact in flight is canceled (closeCh) and stops at its
-	// next level; wait for it before closing the manifest.
-	db.compactMu.Lock()
-	defer db.compactMu.Unlock()
+	// next level; wait for it before closing the manifest. (Background
+	// compactions are in wg.)
+	db.manualMu.Lock()
+	defer db.manualMu.Unlock()
 
 	var err error
 	keep := func(e error) {

@@ -16,7 +16,8 @@
 // at all. A memtable that reaches Options.MemTableSize is switched for a new
 // one with a new WAL and flushed to an L0 table in the background; writers
 // stall only while Options.MaxImmutableMemTables memtables wait (flushes
-// themselves wait while L0 holds Options.L0StopWritesThreshold tables).
+// themselves wait while a key is in Options.L0StopWritesThreshold L0
+// tables).
 //
 // The set of tables per level is a version; each change (flush, compaction)
 // is an edit appended to the MANIFEST with the same record framing and

@@ -1,6 +1,10 @@
 package kv
 
-import "github.com/adaptkv/adaptkv/compaction"
+import (
+	"time"
+
+	"github.com/adaptkv/adaptkv/compaction"
+)
 
 // LevelMetrics describe one level of the tree.
 type LevelMetrics struct {
@@ -53,11 +57,19 @@ type Metrics struct {
 	FilterMemoryBytes uint64
 	// Flushes counts memtables flushed to L0.
 	Flushes uint64
-	// Compactions counts compactions run.
+	// Compactions counts compactions run that rewrote tables.
 	Compactions uint64
+	// TableMoves counts compactions that moved a table to the next level
+	// without rewriting it: one table overlapping nothing there.
+	TableMoves uint64
 	// BytesFlushed is the table bytes flushes wrote; BytesCompactedIn and
 	// BytesCompacted are the table bytes compactions read and wrote.
 	BytesFlushed, BytesCompactedIn, BytesCompacted uint64
+	// FlushTime and CompactionTime are the wall time flushes and
+	// compactions have taken (summed over concurrent compactions);
+	// CompactionsRunning is the number running now.
+	FlushTime, CompactionTime time.Duration
+	CompactionsRunning        int
 	// CompactionDebt estimates the bytes compactions must still rewrite to
 	// bring every level within its target (compaction.Debt).
 	CompactionDebt uint64
@@ -122,7 +134,13 @@ func (db *DB) Metrics() Metrics {
 	if fKeys > 0 {
 		m.FilterBitsPerKey = float64(fBytes) * 8 / float64(fKeys)
 	}
+	m.FlushTime = time.Duration(db.flushNanos.Load())
+	m.CompactionTime = time.Duration(db.compactNanos.Load())
+	db.compactMu.Lock()
+	m.CompactionsRunning = db.running
+	db.compactMu.Unlock()
 	m.Flushes = db.flushes.Load()
 	m.Compactions = db.compactions.Load()
+	m.TableMoves = db.tableMoves.Load()
 	return m
 }

@@ -29,12 +29,21 @@ type Options struct {
 	// MemTableSize is the size in bytes at which the mutable memtable is
 	// switched and queued for flushing. Default 4 MiB.
 	MemTableSize int
-	// L0CompactionThreshold is the number of L0 tables that triggers an L0
-	// compaction. Default 4.
+	// L0CompactionThreshold is the L0 read amplification (the most L0
+	// tables one key is in) that scores L0 at 2, as Pebble's option of the
+	// same name: an L0 compaction starts once a key is in half as many L0
+	// tables (2 with the default). Default 4.
 	L0CompactionThreshold int
-	// L0StopWritesThreshold is the number of L0 tables at which flushes wait
-	// for compactions (so writers stall once MaxImmutableMemTables fill up),
-	// bounding the L0 tables a read may check. Default max(12,
+	// L0CompactionFileThreshold is the number of L0 tables that starts an
+	// L0 compaction whatever their overlap, so that tables of sequential
+	// keys (each read checks one) do not pile up. Default
+	// 4*L0CompactionThreshold (Pebble's 500 suits its L0 sublevel index; a
+	// read here scans the L0 tables' bounds).
+	L0CompactionFileThreshold int
+	// L0StopWritesThreshold is the L0 read amplification at which flushes
+	// wait for compactions (so writers stall once MaxImmutableMemTables
+	// fill up), bounding the L0 tables a read may check; flushes also wait
+	// at 2*L0CompactionFileThreshold tables. Default max(12,
 	// 3*L0CompactionThreshold).
 	L0StopWritesThreshold int
 	// LevelSizeRatio is the size ratio between adjacent levels. Default 10.
@@ -68,6 +77,12 @@ type Options struct {
 	// MaxImmutableMemTables is the number of full memtables that may wait for
 	// a flush before writers stall. Default 4.
 	MaxImmutableMemTables int
+	// MaxConcurrentCompactions bounds the background compactions that run
+	// at once. A second one starts only when the tree owes work that a
+	// running one does not cover (compaction.Pick finds a level over its
+	// target whose tables are not busy), e.g. L0 into the base level while
+	// the base level compacts into the next. Default 2.
+	MaxConcurrentCompactions int
 	// KnownNegatives bounds the absent keys the store remembers (the keys
 	// Get most often found absent after consulting a table, kept by a
 	// heavy-hitter sketch with aging, about 40 bytes each with 16-byte
@@ -119,6 +134,10 @@ func (o *Options) withDefaults() (Options, error) {
 		return r, fmt.Errorf("%w: L0CompactionThreshold %d < 0", ErrInvalidOptions, r.L0CompactionThreshold)
 	case r.LevelSizeRatio < 0 || (r.LevelSizeRatio > 0 && r.LevelSizeRatio < 2):
 		return r, fmt.Errorf("%w: LevelSizeRatio %g must be >= 2", ErrInvalidOptions, r.LevelSizeRatio)
+	case r.L0CompactionFileThreshold < 0:
+		return r, fmt.Errorf("%w: L0CompactionFileThreshold %d < 0", ErrInvalidOptions, r.L0CompactionFileThreshold)
+	case r.MaxConcurrentCompactions < 0:
+		return r, fmt.Errorf("%w: MaxConcurrentCompactions %d < 0", ErrInvalidOptions, r.MaxConcurrentCompactions)
 	case r.L0StopWritesThreshold < 0:
 		return r, fmt.Errorf("%w: L0StopWritesThreshold %d < 0", ErrInvalidOptions, r.L0StopWritesThreshold)
 	case r.MaxOpenFiles < 0:
@@ -148,6 +167,9 @@ func (o *Options) withDefaults() (Options, error) {
 	if r.L0CompactionThreshold == 0 {
 		r.L0CompactionThreshold = 4
 	}
+	if r.L0CompactionFileThreshold == 0 {
+		r.L0CompactionFileThreshold = 4 * r.L0CompactionThreshold
+	}
 	if r.L0StopWritesThreshold == 0 {
 		r.L0StopWritesThreshold = max(12, 3*r.L0CompactionThreshold)
 	}
@@ -162,6 +184,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.MaxOpenFiles == 0 {
 		r.MaxOpenFiles = 500
+	}
+	if r.MaxConcurrentCompactions == 0 {
+		r.MaxConcurrentCompactions = 2
 	}
 	if r.MaxImmutableMemTables == 0 {
 		r.MaxImmutableMemTables = 4

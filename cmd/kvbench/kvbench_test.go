@@ -284,7 +284,7 @@ func TestHistogramQuantiles(t *testing.T) {
 // to stderr), and "none" (no filters) probes every candidate table.
 func TestJSONToStdout(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	args := []string{"-policies", "none", "-workloads", "negzipf", "-records", "3000", "-ops", "500",
+	args := []string{"-policies", "none", "-workloads", "negzipf", "-records", "10000", "-ops", "500",
 		"-calibrate", "200", "-memtable-size", "65536", "-target-file-size", "65536", "-json", "-", "-q"}
 	require.NoError(t, run(args, &stdout, &stderr), stderr.String())
 	var results []*Result

@@ -14,8 +14,7 @@ func kvPolicies() []string { return filterpolicy.Names() }
 
 // kvStore is adaptkv's kv.DB under one filter policy.
 type kvStore struct {
-	db        *kv.DB
-	l0Trigger int
+	db *kv.DB
 }
 
 func openKV(name string, cfg StoreConfig) (Store, error) {
@@ -37,7 +36,7 @@ func openKV(name string, cfg StoreConfig) (Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kvStore{db: db, l0Trigger: cfg.L0Trigger}, nil
+	return &kvStore{db: db}, nil
 }
 
 func (s *kvStore) Get(key []byte) (bool, error) {
@@ -77,12 +76,12 @@ func (s *kvStore) Scan(start []byte, n int) (int, error) {
 func (s *kvStore) Flush() error      { return s.db.Flush() }
 func (s *kvStore) CompactAll() error { return s.db.Compact(nil, nil) }
 
-// Settle: kv compacts in the background after flushes; wait until L0 is
-// below its trigger and the compaction count has stopped moving.
+// Settle: kv compacts in the background after flushes; wait until no
+// compaction runs and the compaction count has stopped moving.
 func (s *kvStore) Settle() error {
 	return settleBy(func() (uint64, bool) {
 		m := s.db.Metrics()
-		return m.Compactions, m.Levels[0].NumFiles < s.l0Trigger
+		return m.Compactions + m.TableMoves, m.CompactionsRunning == 0
 	})
 }
 
