@@ -25,13 +25,30 @@ const maxHeight = 20
 // used for the size that decides when the memtable is full.
 const nodeOverhead = 64
 
+// inlineHeight is the number of a node's links kept in the node itself.
+// With branching factor 4, 255 nodes in 256 are at most 4 high.
+const inlineHeight = 4
+
+// node is a skiplist entry. The fields a search reads at every step, the
+// key prefix and the low links, come first and share a cache line, so a
+// step that the prefix decides costs one cache miss (Pebble's arena
+// skiplist inlines the whole tower for the same reason).
 type node struct {
 	// prefix is the first 8 bytes of key.UserKey, big endian, zero padded:
 	// nodes whose prefixes differ compare by prefix alone (see compare).
 	prefix uint64
+	tower  [inlineHeight]atomic.Pointer[node] // links of levels 0..inlineHeight-1
+	upper  []atomic.Pointer[node]             // links from level inlineHeight up; nil if not that high
 	key    base.InternalKey
 	value  []byte
-	next   []atomic.Pointer[node]
+}
+
+// next returns the node's link at level lvl (below its height).
+func (n *node) next(lvl int) *atomic.Pointer[node] {
+	if lvl < inlineHeight {
+		return &n.tower[lvl]
+	}
+	return &n.upper[lvl-inlineHeight]
 }
 
 // keyPrefix returns the first 8 bytes of k as a big-endian number, padded
@@ -61,14 +78,14 @@ func compare(n *node, key base.InternalKey, kp uint64) int {
 	return base.CompareInternalKeys(n.key, key)
 }
 
-// Nodes and their link arrays are carved from slabs, and keys and values
+// Nodes and the upper links of tall nodes are carved from slabs, and keys and values
 // are copied into byte chunks (which hold no pointers, so the collector
 // does not scan them), so that an insert allocates nothing but, now and
 // then, a new slab or chunk. A key or value over a quarter of a chunk gets
 // its own allocation.
 const (
 	nodeSlab  = 256
-	linkSlab  = 1024
+	linkSlab  = 256
 	byteChunk = 64 << 10
 )
 
@@ -111,19 +128,22 @@ func (m *MemTable) newNode(key base.InternalKey, value []byte, nh int) *node {
 	}
 	n := &m.nodes[0]
 	m.nodes = m.nodes[1:]
-	if len(m.links) < nh {
+	if up := nh - inlineHeight; up > 0 && len(m.links) < up {
 		m.links = make([]atomic.Pointer[node], linkSlab)
 	}
 	key.UserKey = m.copyBytes(key.UserKey)
 	n.prefix, n.key, n.value = keyPrefix(key.UserKey), key, m.copyBytes(value)
-	n.next = m.links[:nh:nh]
-	m.links = m.links[nh:]
+	if nh > inlineHeight {
+		up := nh - inlineHeight
+		n.upper = m.links[:up:up]
+		m.links = m.links[up:]
+	}
 	return n
 }
 
 // New returns an empty memtable.
 func New() *MemTable {
-	m := &MemTable{head: &node{next: make([]atomic.Pointer[node], maxHeight)}, rnd: 0x9e3779b97f4a7c15}
+	m := &MemTable{head: &node{upper: make([]atomic.Pointer[node], maxHeight-inlineHeight)}, rnd: 0x9e3779b97f4a7c15}
 	m.height.Store(1)
 	return m
 }
@@ -155,7 +175,7 @@ func (m *MemTable) Add(key base.InternalKey, value []byte) {
 	kp := keyPrefix(key.UserKey)
 	for lvl := h - 1; lvl >= 0; lvl-- {
 		for {
-			nx := x.next[lvl].Load()
+			nx := x.next(lvl).Load()
 			if nx == nil || compare(nx, key, kp) >= 0 {
 				break
 			}
@@ -172,12 +192,12 @@ func (m *MemTable) Add(key base.InternalKey, value []byte) {
 	}
 	n := m.newNode(key, value, nh)
 	for lvl := 0; lvl < nh; lvl++ {
-		n.next[lvl].Store(preds[lvl].next[lvl].Load())
+		n.next(lvl).Store(preds[lvl].next(lvl).Load())
 	}
 	// Publish bottom-up: once linked at level 0 the node is visible to
 	// readers, and its own links are already set.
 	for lvl := 0; lvl < nh; lvl++ {
-		preds[lvl].next[lvl].Store(n)
+		preds[lvl].next(lvl).Store(n)
 	}
 	m.size.Add(int64(len(key.UserKey) + len(value) + nodeOverhead))
 	m.count.Add(1)
@@ -198,14 +218,14 @@ func (m *MemTable) findGE(key base.InternalKey) *node {
 	kp := keyPrefix(key.UserKey)
 	for lvl := int(m.height.Load()) - 1; lvl >= 0; lvl-- {
 		for {
-			nx := x.next[lvl].Load()
+			nx := x.next(lvl).Load()
 			if nx == nil || compare(nx, key, kp) >= 0 {
 				break
 			}
 			x = nx
 		}
 	}
-	return x.next[0].Load()
+	return x.tower[0].Load()
 }
 
 // findLT returns the last node whose key is < key, or nil.
@@ -214,7 +234,7 @@ func (m *MemTable) findLT(key base.InternalKey) *node {
 	kp := keyPrefix(key.UserKey)
 	for lvl := int(m.height.Load()) - 1; lvl >= 0; lvl-- {
 		for {
-			nx := x.next[lvl].Load()
+			nx := x.next(lvl).Load()
 			if nx == nil || compare(nx, key, kp) >= 0 {
 				break
 			}
@@ -231,7 +251,7 @@ func (m *MemTable) findLast() *node {
 	x := m.head
 	for lvl := int(m.height.Load()) - 1; lvl >= 0; lvl-- {
 		for {
-			nx := x.next[lvl].Load()
+			nx := x.next(lvl).Load()
 			if nx == nil {
 				break
 			}
@@ -278,7 +298,7 @@ type Iter struct {
 var _ base.Iterator = (*Iter)(nil)
 
 // First implements base.Iterator.
-func (it *Iter) First() bool { it.n = it.m.head.next[0].Load(); return it.n != nil }
+func (it *Iter) First() bool { it.n = it.m.head.tower[0].Load(); return it.n != nil }
 
 // Last implements base.Iterator.
 func (it *Iter) Last() bool { it.n = it.m.findLast(); return it.n != nil }
@@ -294,7 +314,7 @@ func (it *Iter) Next() bool {
 	if it.n == nil {
 		return false
 	}
-	it.n = it.n.next[0].Load()
+	it.n = it.n.tower[0].Load()
 	return it.n != nil
 }
 
