@@ -323,10 +323,10 @@ func Scores(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint
 //
 // The levels with score >= 1 (Scores) are tried from the highest score
 // down, ties to the upper level:
-//   - L0: the tables are grouped into sets that overlap transitively (by
-//     user key); sets holding a busy table are skipped; the set with the
-//     most tables (ties: the one with the oldest table, lowest FileNum) is
-//     compacted with the L1 tables it overlaps.
+//   - L0: each table with the older L0 tables it overlaps, transitively, is
+//     a candidate; candidates holding a busy table are skipped; the one with
+//     the most tables (ties: the one with the oldest table, lowest FileNum)
+//     is compacted with the base-level tables it overlaps (see pickL0).
 //   - Ln, n >= 1: each table not busy is a candidate, widened to its
 //     neighbours that share a boundary user key, with the tables of L(n+1)
 //     that overlap it (widened the same way). Among the candidates whose
@@ -368,24 +368,39 @@ func Pick(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint64
 // pickL0 picks the L0 compaction into base, the base level: every level
 // above it is empty (BaseLevel never puts the base below a populated
 // level), so moving L0 data past them keeps newer versions above older.
+//
+// Each L0 table seeds a candidate: the table with every older L0 table that
+// overlaps a member, transitively (l0Closure). Compacting those leaves no
+// older version of a key above a newer one; newer tables may stay in L0.
+// When flushes are split at the base level's boundaries (FlushSplitKeys),
+// a candidate is one slice of the key space, so L0 compacts slice by slice
+// and a slice can move down while another part of the base level is in a
+// compaction of its own (Pebble reaches the same with its L0 sublevels).
+// The candidate with the most tables wins (ties: the one with the oldest
+// table), among those whose tables, and base-level tables under them, are
+// not busy.
 func pickL0(levels [NumLevels][]*TableMeta, base int, busy func(uint64) bool) *Plan {
 	var best []*TableMeta
 	var bestOldest uint64
-	for _, comp := range l0Components(levels[0]) {
-		if anyBusy(comp, busy) {
+	for _, seed := range levels[0] {
+		if busy(seed.FileNum) {
 			continue
 		}
-		oldest := comp[0].FileNum
-		for _, t := range comp {
+		cand := l0Closure(levels[0], seed)
+		if anyBusy(cand, busy) {
+			continue
+		}
+		oldest := seed.FileNum
+		for _, t := range cand {
 			oldest = min(oldest, t.FileNum)
 		}
-		if best == nil || len(comp) > len(best) || (len(comp) == len(best) && oldest < bestOldest) {
+		if best == nil || len(cand) > len(best) || (len(cand) == len(best) && oldest < bestOldest) {
 			// Check the base level's side before preferring this set.
-			lo, hi := keyRange(comp)
+			lo, hi := keyRange(cand)
 			if anyBusy(overlapping(levels[base], lo, hi), busy) {
 				continue
 			}
-			best, bestOldest = comp, oldest
+			best, bestOldest = cand, oldest
 		}
 	}
 	if best == nil {
@@ -393,6 +408,40 @@ func pickL0(levels [NumLevels][]*TableMeta, base int, busy func(uint64) bool) *P
 	}
 	lo, hi := keyRange(best)
 	return &Plan{Level: 0, OutputLevel: base, Inputs: inLevelOrder(levels[0], best), Overlapping: overlapping(levels[base], lo, hi)}
+}
+
+// l0Closure returns seed and every L0 table older than a member (by file
+// number: flushes number their tables in order) that shares user keys with
+// it, transitively.
+func l0Closure(l0 []*TableMeta, seed *TableMeta) []*TableMeta {
+	set := []*TableMeta{seed}
+	for i := 0; i < len(set); i++ {
+		t := set[i]
+		for _, u := range l0 {
+			if u.FileNum < t.FileNum && overlaps(u, t.Smallest.UserKey, t.Largest.UserKey) && !slices.Contains(set, u) {
+				set = append(set, u)
+			}
+		}
+	}
+	return set
+}
+
+// FlushSplitKeys returns where a flush may cut its output into several L0
+// tables: the largest user key of each base-level table but the last
+// (BaseLevel), ascending. A flushed table ends at or before one of them, so
+// each covers the key range of few base-level tables, and pickL0 can
+// compact L0 one such slice at a time. None when the base level is empty.
+func FlushSplitKeys(levels [NumLevels][]*TableMeta, opts Options) [][]byte {
+	base, _ := BaseLevel(levels, opts)
+	ts := levels[base]
+	if len(ts) < 2 {
+		return nil
+	}
+	keys := make([][]byte, 0, len(ts)-1)
+	for _, t := range ts[:len(ts)-1] {
+		keys = append(keys, t.Largest.UserKey)
+	}
+	return keys
 }
 
 func pickLevel(levels [NumLevels][]*TableMeta, level int, busy func(uint64) bool) *Plan {

@@ -67,13 +67,16 @@ func TestPickL0Trigger(t *testing.T) {
 	require.Equal(t, 1, p.OutputLevel)
 	require.False(t, p.Manual)
 	require.Equal(t, 1.0, p.Score)
-	require.Equal(t, []uint64{10, 11, 12, 13}, fileNums(p.Inputs))
+	// 12 with the older tables it overlaps (11, and 10 through 11); 13 is
+	// newer than all of them and may stay (a tie with 13's own set, which
+	// holds the same oldest table, goes to the first found).
+	require.Equal(t, []uint64{10, 11, 12}, fileNums(p.Inputs))
 	require.Equal(t, []uint64{1, 2}, fileNums(p.Overlapping))
 	lo, hi := p.UserKeyRange()
 	require.Equal(t, "a", string(lo))
-	require.Equal(t, "m", string(hi))
+	require.Equal(t, "k", string(hi))
 
-	require.Equal(t, "L0->L1 inputs [10 11 12 13] overlapping [1 2]", p.String())
+	require.Equal(t, "L0->L1 inputs [10 11 12] overlapping [1 2]", p.String())
 	require.Equal(t, "L3->L4 (manual) inputs [] overlapping []", (&Plan{Level: 3, OutputLevel: 4, Manual: true}).String())
 
 	// A custom trigger: depth 2 < 5 / 2.
@@ -143,8 +146,15 @@ func TestPickL0Components(t *testing.T) {
 	require.Equal(t, []uint64{3}, fileNums(p.Overlapping))
 	require.Equal(t, 2.0, p.Score, "depth 2 (23, 24) x 2 / 2")
 
-	// A busy L1 table blocks the groups overlapping it.
+	// A busy L1 table blocks the groups overlapping it; 20, older than the
+	// busy 21, may go alone (21 stays above its output).
 	p = Pick(levels, Options{L0Trigger: 2}, busySet(21, 3))
+	require.Equal(t, []uint64{20}, fileNums(p.Inputs))
+	require.Equal(t, []uint64{1}, fileNums(p.Overlapping))
+	p = Pick(levels, Options{L0Trigger: 2}, busySet(21, 3, 1))
+	require.Equal(t, []uint64{23}, fileNums(p.Inputs), "older than 24, overlapping nothing busy")
+	require.Empty(t, p.Overlapping)
+	p = Pick(levels, Options{L0Trigger: 2}, busySet(21, 3, 1, 23))
 	require.Equal(t, []uint64{25}, fileNums(p.Inputs))
 	require.Equal(t, []uint64{4}, fileNums(p.Overlapping))
 
@@ -472,6 +482,9 @@ func checkPlan(t *testing.T, levels [NumLevels][]*TableMeta, p *Plan, busy func(
 			continue
 		}
 		for _, x := range p.Inputs {
+			if p.Level == 0 && tb.FileNum > x.FileNum {
+				continue // a newer L0 table may stay above the output
+			}
 			require.False(t, sharesUserKey(tb, x), "%s: L%d table %d shares user keys with input %d", msg, p.Level, tb.FileNum, x.FileNum)
 		}
 	}
@@ -510,6 +523,28 @@ func closure(level, set []*TableMeta) []*TableMeta {
 	return set
 }
 
+// olderClosure widens {seed} with the L0 tables older than a member that
+// share user keys with it, transitively (brute force).
+func olderClosure(l0 []*TableMeta, seed *TableMeta) []*TableMeta {
+	set := []*TableMeta{seed}
+	for changed := true; changed; {
+		changed = false
+		for _, tb := range l0 {
+			if slices.Contains(set, tb) {
+				continue
+			}
+			for _, s := range set {
+				if tb.FileNum < s.FileNum && overlaps(tb, s.Smallest.UserKey, s.Largest.UserKey) {
+					set = append(set, tb)
+					changed = true
+					break
+				}
+			}
+		}
+	}
+	return set
+}
+
 // bruteOverlap returns the tables of level meeting the user key range of
 // set, closed under shared user keys.
 func bruteOverlap(level, set []*TableMeta) []*TableMeta {
@@ -535,6 +570,9 @@ func bruteFeasible(levels [NumLevels][]*TableMeta, busy func(uint64) bool, base 
 		}
 		for _, seed := range levels[l] {
 			set := closure(levels[l], []*TableMeta{seed})
+			if l == 0 {
+				set = olderClosure(levels[0], seed)
+			}
 			over := bruteOverlap(levels[next], set)
 			if anyBusy(set, busy) || anyBusy(over, busy) {
 				continue
@@ -706,4 +744,14 @@ func TestSkipEmptyLevels(t *testing.T) {
 	require.Equal(t, NumLevels-1, p.OutputLevel)
 	require.Equal(t, []uint64{6}, fileNums(p.Overlapping))
 	require.True(t, p.IsBottommost(levels))
+}
+
+func TestFlushSplitKeys(t *testing.T) {
+	var levels [NumLevels][]*TableMeta
+	require.Empty(t, FlushSplitKeys(levels, Options{}), "empty tree")
+	levels[6] = []*TableMeta{tm(1, 100, "a", "c"), tm(2, 100, "d", "f"), tm(3, 100, "g", "k")}
+	keys := FlushSplitKeys(levels, Options{})
+	require.Equal(t, []string{"c", "f"}, []string{string(keys[0]), string(keys[1])}, "the base level (L6 here) but its last table")
+	levels[6] = levels[6][:1]
+	require.Empty(t, FlushSplitKeys(levels, Options{}), "one table: nothing to split at")
 }

@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 	"time"
@@ -303,5 +304,56 @@ func TestL0FileThreshold(t *testing.T) {
 	for i := 0; i < n; i += 7 {
 		_, err := db.Get(fmt.Appendf(nil, "k%07d", i))
 		require.NoError(t, err)
+	}
+}
+
+// TestFlushSplit: a flush cuts its output at the base level's table
+// boundaries (FlushSplitBytes), so no L0 table holds keys on both sides of
+// one; with FlushSplitBytes < 0 a flush writes one table. Every key reads
+// back either way.
+func TestFlushSplit(t *testing.T) {
+	for _, split := range []int64{1, -1} {
+		t.Run(fmt.Sprintf("FlushSplitBytes=%d", split), func(t *testing.T) {
+			db, err := Open("db", &Options{FS: vfs.NewMem(), MemTableSize: 1 << 20, TargetFileSize: 16 << 10,
+				FlushSplitBytes: split, L0CompactionThreshold: 8})
+			require.NoError(t, err)
+			defer db.Close()
+			key := func(i int) []byte { return fmt.Appendf(nil, "k%06d", (i*7919)%100_000) }
+			for i := 0; i < 20_000; i++ {
+				require.NoError(t, db.Set(key(i), []byte("bottom"), NoSync))
+			}
+			require.NoError(t, db.Compact(nil, nil))
+			v := db.currentVersion()
+			splits := compaction.FlushSplitKeys(v.levels, db.compactionOptions())
+			v.unref()
+			require.Greater(t, len(splits), 4, "a base level of several tables")
+			for i := 20_000; i < 22_000; i++ {
+				require.NoError(t, db.Set(key(i), []byte("top"), NoSync))
+			}
+			require.NoError(t, db.Flush())
+			v = db.currentVersion()
+			l0 := v.levels[0]
+			v.unref()
+			if split < 0 {
+				require.Len(t, l0, 1)
+			} else {
+				require.Greater(t, len(l0), 4, "one table per slice")
+				for _, tb := range l0 {
+					for _, s := range splits {
+						straddles := bytes.Compare(tb.Smallest.UserKey, s) <= 0 && bytes.Compare(tb.Largest.UserKey, s) > 0
+						require.False(t, straddles, "table %d [%s, %s] straddles %s", tb.FileNum, tb.Smallest.UserKey, tb.Largest.UserKey, s)
+					}
+				}
+			}
+			for i := 0; i < 22_000; i++ {
+				want := "bottom"
+				if i >= 20_000 {
+					want = "top"
+				}
+				v, err := db.Get(key(i))
+				require.NoError(t, err)
+				require.Equal(t, want, string(v))
+			}
+		})
 	}
 }

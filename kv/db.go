@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -252,21 +253,68 @@ func (db *DB) allocFileNum() uint64 { return db.nextFileNum.Add(1) - 1 }
 // writeTable writes the entries of it into a new table and returns its
 // metadata (the file is synced by the sstable writer).
 func (db *DB) writeTable(it base.Iterator) (*base.TableMeta, error) {
-	out, err := db.newOutput(db.buildNegatives())
+	metas, err := db.writeTables(it, nil, 0)
 	if err != nil {
 		return nil, err
 	}
-	for ok := it.First(); ok; ok = it.Next() {
-		if err := out.Add(it.Key(), it.Value()); err != nil {
+	return metas[0], nil
+}
+
+// writeTables writes every entry of it (which must hold one) into new
+// tables, cutting before the first user key past a split key once the
+// table holds minBytes (Options.FlushSplitBytes); splits ascend.
+func (db *DB) writeTables(it base.Iterator, splits [][]byte, minBytes uint64) ([]*base.TableMeta, error) {
+	kn := db.buildNegatives()
+	var metas []*base.TableMeta
+	var out *tableOutput
+	fail := func(err error) ([]*base.TableMeta, error) {
+		if out != nil {
 			out.Abort()
-			return nil, err
 		}
-	}
-	if err := it.Error(); err != nil {
-		out.Abort()
+		for _, m := range metas {
+			_ = db.fs.Remove(db.fs.PathJoin(db.dir, tableFileName(m.FileNum)))
+		}
 		return nil, err
 	}
-	return out.Finish()
+	var prev []byte // the last user key written to out
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if out != nil && len(splits) > 0 && bytes.Compare(k.UserKey, splits[0]) > 0 && !bytes.Equal(k.UserKey, prev) {
+			for len(splits) > 0 && bytes.Compare(k.UserKey, splits[0]) > 0 {
+				splits = splits[1:]
+			}
+			if out.EstimatedSize() >= minBytes {
+				meta, err := out.Finish()
+				out = nil
+				if err != nil {
+					return fail(err)
+				}
+				metas = append(metas, meta)
+			}
+		}
+		if out == nil {
+			var err error
+			if out, err = db.newOutput(kn); err != nil {
+				return fail(err)
+			}
+		}
+		if err := out.Add(k, it.Value()); err != nil {
+			return fail(err)
+		}
+		prev = append(prev[:0], k.UserKey...)
+	}
+	if err := it.Error(); err != nil {
+		return fail(err)
+	}
+	if out == nil {
+		return fail(fmt.Errorf("kv: no entries to write"))
+	}
+	meta, err := out.Finish()
+	out = nil
+	if err != nil {
+		return fail(err)
+	}
+	return append(metas, meta), nil
 }
 
 // tableOutput is a compaction.Output backed by an sstable.Writer.
@@ -412,12 +460,20 @@ func (db *DB) flushMemtable(m *memEntry, nextLog uint64) error {
 	defer func() { db.flushNanos.Add(int64(time.Since(start))) }()
 	edit := &versionEdit{hasLogNum: true, logNum: nextLog}
 	if !m.mt.Empty() {
-		meta, err := db.writeTable(m.mt.NewIter())
+		var splits [][]byte
+		if db.opts.FlushSplitBytes > 0 {
+			v := db.currentVersion()
+			splits = compaction.FlushSplitKeys(v.levels, db.compactionOptions())
+			v.unref()
+		}
+		metas, err := db.writeTables(m.mt.NewIter(), splits, uint64(db.opts.FlushSplitBytes))
 		if err != nil {
 			return err
 		}
-		db.preAdapt([]*base.TableMeta{meta})
-		edit.added = []addedTable{{level: 0, meta: meta}}
+		db.preAdapt(metas)
+		for _, meta := range metas {
+			edit.added = append(edit.added, addedTable{level: 0, meta: meta})
+		}
 	}
 	err := db.logAndApply(edit, func() {
 		db.imm = slices.Clone(db.imm[1:])
@@ -431,8 +487,8 @@ func (db *DB) flushMemtable(m *memEntry, nextLog uint64) error {
 	for _, a := range edit.added {
 		db.flushedBytes.Add(a.meta.Size)
 	}
-	if len(edit.added) > 0 {
-		db.warmTable(edit.added[0].meta.FileNum)
+	for _, a := range edit.added {
+		db.warmTable(a.meta.FileNum)
 	}
 	_ = db.fs.Remove(db.fs.PathJoin(db.dir, walFileName(m.walNum)))
 	db.kickCompaction()

@@ -77,6 +77,13 @@ type Options struct {
 	// MaxImmutableMemTables is the number of full memtables that may wait for
 	// a flush before writers stall. Default 4.
 	MaxImmutableMemTables int
+	// FlushSplitBytes makes a flush cut its output into several L0 tables
+	// at the boundaries of the base level's tables, each at least this
+	// big, so that L0 compacts into the base level one key range at a
+	// time, alongside compactions of other ranges (Pebble's option of the
+	// same name; its splits follow its L0 sublevels). Default
+	// MemTableSize/4; negative: one table per flush.
+	FlushSplitBytes int64
 	// MaxConcurrentCompactions bounds the background compactions that run
 	// at once. A second one starts only when the tree owes work that a
 	// running one does not cover (compaction.Pick finds a level over its
@@ -184,6 +191,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.MaxOpenFiles == 0 {
 		r.MaxOpenFiles = 500
+	}
+	if r.FlushSplitBytes == 0 {
+		r.FlushSplitBytes = int64(r.MemTableSize / 4)
 	}
 	if r.MaxConcurrentCompactions == 0 {
 		r.MaxConcurrentCompactions = 2
