@@ -166,9 +166,13 @@ func (tc *tableCache) getSlow(fn uint64) (tcHandle, error) {
 	tc.mu.Unlock()
 
 	// A read-only store loads the saved adaptive state (so earlier
-	// adaptations hold) but never writes it.
+	// adaptations hold) but never writes it. Every call on the reader holds
+	// a reference (or runs under mu, as closeAll's SaveState), and the
+	// reader is closed only once claimed idle, under mu: ClosedByOwner
+	// spares each lookup the reader's own in-flight registration.
 	ro := sstable.ReaderOptions{Cache: tc.cache, FileNum: fn,
-		StatePath: tc.fs.PathJoin(tc.dir, stateFileName(fn)), StateReadOnly: tc.readOnly}
+		StatePath: tc.fs.PathJoin(tc.dir, stateFileName(fn)), StateReadOnly: tc.readOnly,
+		ClosedByOwner: true}
 	r, err := sstable.Open(tc.fs, tc.fs.PathJoin(tc.dir, tableFileName(fn)), ro)
 	if err != nil {
 		err = fmt.Errorf("kv: open table %s: %w", tableFileName(fn), err)

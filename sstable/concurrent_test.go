@@ -179,3 +179,52 @@ func TestReadShards(t *testing.T) {
 		require.Equal(t, want, numReadShards(procs), "procs %d", procs)
 	}
 }
+
+// TestClosedByOwner: a Reader whose owner serializes Close registers no
+// lookup in flight, yet answers and counts as any other (checks, negatives
+// and probes add up), and fails every call with ErrClosed after Close.
+func TestClosedByOwner(t *testing.T) {
+	const n, workers = 2000, 4
+	fs := vfs.NewMem()
+	writeTable(t, fs, "t.sst", mustPolicy(t, "taf", 3), n)
+	r, err := Open(fs, "t.sst", ReaderOptions{ClosedByOwner: true, StatePath: "t.state"})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < n; i += workers {
+				if v, ok, err := r.Get(storedKey(i)); err != nil || !ok || string(v) != string(value(i)) {
+					errs <- errorf("stored key %d: ok=%v err=%v", i, ok, err)
+					return
+				}
+				if _, ok, err := r.Get(absentKey(i)); err != nil || ok {
+					errs <- errorf("absent key %d: ok=%v err=%v", i, ok, err)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	for i := range r.shards {
+		require.Zero(t, r.shards[i].inFlight.Load(), "stripe %d", i)
+	}
+	m := r.Metrics()
+	require.Equal(t, uint64(2*n), m.FilterChecks)
+	require.Equal(t, uint64(n), m.TruePositiveProbes)
+	require.Equal(t, uint64(n), m.FilterNegatives+m.FalsePositiveProbes)
+	require.NoError(t, r.Close())
+	_, _, err = r.Get(storedKey(0))
+	require.ErrorIs(t, err, ErrClosed)
+	_, err = r.NewIter(nil, nil)
+	require.ErrorIs(t, err, ErrClosed)
+	_, err = r.PreAdapt([][]byte{absentKey(0)})
+	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, r.SaveState(), ErrClosed)
+}

@@ -26,5 +26,7 @@
 //
 // Lookups take no lock and write no word shared across goroutines: each
 // registers in, and counts into, a cache-line stripe chosen per goroutine,
-// and Close waits for the stripes to drain.
+// and Close waits for the stripes to drain. An owner that already keeps
+// Close from racing with lookups (kv's table cache: a reference per
+// lookup) sets ReaderOptions.ClosedByOwner, and lookups only count.
 package sstable

@@ -41,7 +41,7 @@ func (r *Reader) PreAdapt(keys [][]byte) (PreAdaptResult, error) {
 	if sh == nil {
 		return res, ErrClosed
 	}
-	defer sh.exit()
+	defer r.exit(sh)
 	for _, key := range keys {
 		res.Checked++
 		if !r.filter.MayContain(key) {

@@ -42,6 +42,14 @@ type ReaderOptions struct {
 	// iterators scan the table once in order (compaction inputs). Point
 	// lookups and seeks stay correct but may read more than they use.
 	Sequential bool
+	// ClosedByOwner says that the caller never calls Close while another
+	// call on the Reader runs: it holds a reference of its own across
+	// each lookup, iterator construction, pre-adaptation and state save,
+	// and closes the Reader only once none is held (kv's table cache
+	// does). The Reader then skips the in-flight registration Close
+	// would otherwise wait for: two atomic adds on a shared stripe per
+	// lookup. A call that starts after Close still fails with ErrClosed.
+	ClosedByOwner bool
 }
 
 // Metrics are a Reader's counters (monotonic since Open).
@@ -86,7 +94,9 @@ type Metrics struct {
 //
 // Lookups take no lock and write no word shared with lookups on other
 // goroutines (docs/ARCHITECTURE.md, "Contracts"): each one registers in, and counts into, one
-// stripe of readShards chosen by its goroutine (see readShard).
+// stripe of readShards chosen by its goroutine (see readShard). With
+// ReaderOptions.ClosedByOwner the owner keeps Close from running
+// concurrently with any other call, and lookups only count.
 type Reader struct {
 	fs       vfs.FS
 	path     string
@@ -155,9 +165,17 @@ func (r *Reader) shardFor() *readShard {
 }
 
 // enter registers a lookup; it returns nil if the Reader is closed. The
-// caller passes the stripe to exit when done.
+// caller passes the stripe to exit when done. With ClosedByOwner nothing
+// is registered (the owner keeps Close from running concurrently): the
+// stripe is only where the lookup counts.
 func (r *Reader) enter() *readShard {
 	s := r.shardFor()
+	if r.opts.ClosedByOwner {
+		if r.closed.Load() {
+			return nil
+		}
+		return s
+	}
 	s.inFlight.Add(1)
 	if r.closed.Load() {
 		s.inFlight.Add(-1)
@@ -166,7 +184,12 @@ func (r *Reader) enter() *readShard {
 	return s
 }
 
-func (s *readShard) exit() { s.inFlight.Add(-1) }
+// exit ends a lookup entered on stripe s.
+func (r *Reader) exit(s *readShard) {
+	if !r.opts.ClosedByOwner {
+		s.inFlight.Add(-1)
+	}
+}
 
 // waitLookups waits until no lookup is in flight. Lookups are short, but
 // one that adapts reads the remote representation from the file, so the
@@ -288,7 +311,7 @@ func (r *Reader) GetInternal(userKey []byte, seq uint64) (value []byte, kind Kin
 	if sh == nil {
 		return nil, 0, false, ErrClosed
 	}
-	defer sh.exit()
+	defer r.exit(sh)
 	if r.filter != nil && !r.filter.MayContain(userKey) {
 		sh.filterNegatives.Add(1)
 		return nil, 0, false, nil
@@ -374,8 +397,9 @@ func (r *Reader) Metrics() Metrics {
 }
 
 // Close saves the adaptive state (if StatePath is set and StateReadOnly is
-// not), then releases the table. It waits for running lookups; later calls
-// fail with ErrClosed.
+// not), then releases the table. It waits for running lookups (with
+// ClosedByOwner there are none: the owner guarantees it); later calls fail
+// with ErrClosed.
 func (r *Reader) Close() error {
 	if !r.closed.CompareAndSwap(false, true) {
 		return ErrClosed

@@ -131,7 +131,7 @@ func (r *Reader) SaveState() error {
 	if sh == nil {
 		return ErrClosed
 	}
-	defer sh.exit()
+	defer r.exit(sh)
 	if r.opts.StateReadOnly {
 		return fmt.Errorf("%w: %s", ErrReadOnlyState, r.opts.StatePath)
 	}

@@ -15,7 +15,7 @@ func (r *Reader) NewIter(lower, upper []byte) (Iterator, error) {
 	if sh == nil {
 		return nil, ErrClosed
 	}
-	defer sh.exit()
+	defer r.exit(sh)
 	if lower != nil && upper != nil && bytes.Compare(lower, upper) >= 0 {
 		return &tableIter{lower: lower, upper: upper, empty: true}, nil
 	}

@@ -14,8 +14,9 @@
 // global heap would give the same bound over the whole sketch, but
 // keeping it ordered costs a dozen cache misses per update, which the
 // absent-Get path cannot afford; a set is one cache line. Counts age: every
-// 8 x capacity counted queries they are halved, so keys that stop being
-// asked fall behind the keys of a shifted workload and are replaced.
+// 8 x capacity counted queries (or up to 1/32 more, see age) they are
+// halved, so keys that stop being asked fall behind the keys of a shifted
+// workload and are replaced.
 package knownneg
 
 import (
@@ -190,13 +191,27 @@ func (s *Sketch) Add(key []byte, weight uint64) {
 	s.age(weight)
 }
 
+// agingChecks is how many times per aging period a stripe of the counted
+// weight checks the total: each time it gains period/agingChecks.
+const agingChecks = 256
+
 // age adds weight to the counted queries and halves every count once they
 // reach agingPeriod per slot.
+//
+// Summing the stripes reads every core's line, so it is done only when the
+// caller's stripe crosses a multiple of period/agingChecks: once in that
+// much weight per stripe, not on every add (checking on every add once a
+// stripe held its share of the period made each counted hit of two
+// goroutines read the other's line for most of the period). The halving
+// comes when the total reaches the period, or up to
+// striped.Stripes x period/agingChecks (1/32 of it) later (more if the
+// lock is busy at a check), never earlier.
 func (s *Sketch) age(weight uint64) {
 	period := int64(agingPeriod * len(s.keys))
-	// A stripe holding less than its share cannot complete the period:
-	// only then is the total summed (the caller's stripe alone is written).
-	if s.counted.Add(int64(weight)) < period/striped.Stripes || s.counted.Load() < period || !s.mu.TryLock() {
+	step := max(period/agingChecks, 1)
+	w := int64(weight)
+	n := s.counted.Add(w)
+	if n/step == (n-w)/step || s.counted.Load() < period || !s.mu.TryLock() {
 		return
 	}
 	defer s.mu.Unlock()

@@ -285,3 +285,26 @@ func BenchmarkSnapshot(b *testing.B) {
 		s.Snapshot()
 	}
 }
+
+// TestAgingPeriod: counts are halved once the counted weight reaches
+// agingPeriod per slot, not before, and (one goroutine: one stripe
+// checks the total) within one check step after.
+func TestAgingPeriod(t *testing.T) {
+	for _, weight := range []uint64{1, 3, 8} {
+		s := New(64, NoSampling)
+		period := uint64(agingPeriod * s.Capacity())
+		step := max(period/agingChecks, 1)
+		k := []byte("hot")
+		var total uint64
+		for total < 4*period {
+			s.Add(k, weight)
+			total += weight
+			if s.Count(k) != total {
+				break
+			}
+		}
+		require.GreaterOrEqual(t, total, period, "weight %d: aged before the period", weight)
+		require.Less(t, total, period+step+weight, "weight %d: aged late", weight)
+		require.Equal(t, total/2, s.Count(k), "weight %d: halved", weight)
+	}
+}

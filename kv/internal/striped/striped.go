@@ -25,13 +25,24 @@ const Stripes = 8
 
 const stripes = Stripes
 
+// cacheLine is the size of the cache line that stripes must not share.
+const cacheLine = 64
+
 type line struct {
 	n atomic.Int64
-	_ [56]byte // one cache line per stripe
+	_ [cacheLine - 8]byte // one cache line per stripe
 }
 
 // Counter is a striped counter. The zero Counter is zero.
+//
+// The leading pad keeps the first stripe's word off the cache line of
+// whatever precedes the Counter in its enclosing struct (Go aligns structs
+// to 8 bytes, not 64): without it, the goroutines counting into stripe 0
+// would invalidate a line that others read on every lookup (a table cache
+// entry's reader, the sketch's sets). Each stripe's word starts its 64
+// bytes, so the line holding the last one ends within the Counter too.
 type Counter struct {
+	_ [cacheLine]byte
 	s [stripes]line
 }
 

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -78,4 +79,25 @@ func TestCloseIfIdle(t *testing.T) {
 	require.True(t, rc.CloseIfIdle())
 	_, ok = rc.TryAcquire()
 	require.False(t, ok)
+}
+
+// TestLayout: every stripe's word has a cache line of its own within the
+// Counter, wherever the Counter starts: at least a line's worth of bytes
+// of the Counter before the first word and after each word.
+func TestLayout(t *testing.T) {
+	var c Counter
+	base := uintptr(unsafe.Pointer(&c))
+	size := unsafe.Sizeof(c)
+	for i := range c.s {
+		off := uintptr(unsafe.Pointer(&c.s[i].n)) - base
+		require.GreaterOrEqual(t, off, uintptr(cacheLine-8), "stripe %d: bytes before", i)
+		require.GreaterOrEqual(t, size-off, uintptr(cacheLine), "stripe %d: bytes after", i)
+		if i > 0 {
+			require.Equal(t, uintptr(cacheLine), uintptr(unsafe.Pointer(&c.s[i].n))-uintptr(unsafe.Pointer(&c.s[i-1].n)))
+		}
+	}
+	// A RefCount's other words come after its stripes.
+	var rc RefCount
+	last := uintptr(unsafe.Pointer(&rc.c.s[stripes-1].n))
+	require.GreaterOrEqual(t, uintptr(unsafe.Pointer(&rc.closed))-last, uintptr(cacheLine))
 }
