@@ -158,3 +158,36 @@ func TestWALBufferNoAliasing(t *testing.T) {
 		require.False(t, shared(), "after a write-back of %d bytes", n)
 	}
 }
+
+// TestWALBufferAdopt: a new WAL's buffer takes over the arrays of the
+// closed one's (no regrowth), never with the two arrays shared, and writes
+// exactly what is appended after.
+func TestWALBufferAdopt(t *testing.T) {
+	fs := vfs.NewMem()
+	f1, err := fs.Create("wal1", vfs.WriteCategoryUnspecified)
+	require.NoError(t, err)
+	old := &walBuffer{f: f1}
+	for _, n := range []int{64 << 10, 128 << 10} {
+		_, err := old.Write(make([]byte, n))
+		require.NoError(t, err)
+		require.NoError(t, old.writeBack())
+	}
+	require.NoError(t, f1.Close())
+	f2, err := fs.Create("wal2", vfs.WriteCategoryUnspecified)
+	require.NoError(t, err)
+	b := &walBuffer{f: f2}
+	b.adopt(old)
+	require.GreaterOrEqual(t, cap(b.cur), 64<<10, "the closed WAL's buffer is reused")
+	require.GreaterOrEqual(t, cap(b.spare), 64<<10)
+	require.NotSame(t, &b.cur[:1][0], &b.spare[:1][0], "the two buffers share an array")
+	require.Nil(t, old.cur)
+	require.Nil(t, old.spare)
+	want := []byte("after the rotation")
+	_, err = b.Write(want)
+	require.NoError(t, err)
+	require.NoError(t, b.writeBack())
+	require.NoError(t, f2.Close())
+	got, err := readFile(fs, "wal2")
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+}

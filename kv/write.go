@@ -260,6 +260,7 @@ func (db *DB) rotateMemtable() error {
 		w.close()
 		return db.setBGErr(fmt.Errorf("kv: close WAL: %w", err))
 	}
+	w.buf.adopt(old.buf)
 	db.wal = w
 	db.walNow.Store(w)
 	db.mu.Lock()
