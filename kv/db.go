@@ -127,6 +127,9 @@ type DB struct {
 	flushedBytes, compactedReadBytes, compactedBytes atomic.Uint64
 	flushNanos, compactNanos                         atomic.Int64  // time spent in each
 	walGroups, walSyncs                              atomic.Uint64 // commit groups written, fsyncs (tests)
+	// Writer stalls for a queued flush, and the time they took.
+	writeStalls     atomic.Uint64
+	writeStallNanos atomic.Int64
 
 	// testHookCompaction, if set (by tests, under compactMu), runs at the
 	// start of each background compaction, with its plan booked.

@@ -70,6 +70,12 @@ type Metrics struct {
 	// CompactionsRunning is the number running now.
 	FlushTime, CompactionTime time.Duration
 	CompactionsRunning        int
+	// WriteStalls counts the times writers waited for a flush because
+	// MaxImmutableMemTables memtables were queued (flushes themselves wait
+	// while L0 is at L0StopWritesThreshold), and WriteStallTime is how long
+	// they waited in all (Pebble's WriteStallCount and WriteStallDuration).
+	WriteStalls    uint64
+	WriteStallTime time.Duration
 	// CompactionDebt estimates the bytes compactions must still rewrite to
 	// bring every level within its target (compaction.Debt).
 	CompactionDebt uint64
@@ -134,6 +140,8 @@ func (db *DB) Metrics() Metrics {
 	if fKeys > 0 {
 		m.FilterBitsPerKey = float64(fBytes) * 8 / float64(fKeys)
 	}
+	m.WriteStalls = db.writeStalls.Load()
+	m.WriteStallTime = time.Duration(db.writeStallNanos.Load())
 	m.FlushTime = time.Duration(db.flushNanos.Load())
 	m.CompactionTime = time.Duration(db.compactNanos.Load())
 	db.compactMu.Lock()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
@@ -233,8 +234,13 @@ func (db *DB) commitGroup(group []*commitReq) {
 // one with a new WAL, stalling while too many memtables wait for a flush.
 func (db *DB) rotateMemtable() error {
 	db.mu.Lock()
-	for len(db.imm) >= db.opts.MaxImmutableMemTables && db.bgErr == nil && !db.closing {
-		db.stallCond.Wait()
+	if len(db.imm) >= db.opts.MaxImmutableMemTables && db.bgErr == nil && !db.closing {
+		start := time.Now()
+		for len(db.imm) >= db.opts.MaxImmutableMemTables && db.bgErr == nil && !db.closing {
+			db.stallCond.Wait()
+		}
+		db.writeStalls.Add(1)
+		db.writeStallNanos.Add(int64(time.Since(start)))
 	}
 	err := db.bgErr
 	db.mu.Unlock()

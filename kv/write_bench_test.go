@@ -18,6 +18,8 @@ import (
 // test or a pebble.DB, each with its own defaults.
 type writeStore interface {
 	set(key, value []byte, sync bool) error
+	// stalled is how long writers have waited for flushes so far.
+	stalled() time.Duration
 	close() error
 }
 
@@ -29,9 +31,42 @@ func (s kvWriteStore) set(key, value []byte, sync bool) error {
 	}
 	return s.db.Set(key, value, NoSync)
 }
-func (s kvWriteStore) close() error { return s.db.Close() }
+func (s kvWriteStore) close() error           { return s.db.Close() }
+func (s kvWriteStore) stalled() time.Duration { return s.db.Metrics().WriteStallTime }
 
-type pebbleWriteStore struct{ db *pebble.DB }
+type pebbleWriteStore struct {
+	db    *pebble.DB
+	stall *stallClock
+}
+
+// stallClock sums Pebble's write stalls (its EventListener's
+// WriteStallBegin and WriteStallEnd).
+type stallClock struct {
+	mu    sync.Mutex
+	since time.Time
+	total time.Duration
+}
+
+func (c *stallClock) begin() {
+	c.mu.Lock()
+	c.since = time.Now()
+	c.mu.Unlock()
+}
+
+func (c *stallClock) end() {
+	c.mu.Lock()
+	if !c.since.IsZero() {
+		c.total += time.Since(c.since)
+		c.since = time.Time{}
+	}
+	c.mu.Unlock()
+}
+
+func (s pebbleWriteStore) stalled() time.Duration {
+	s.stall.mu.Lock()
+	defer s.stall.mu.Unlock()
+	return s.stall.total
+}
 
 func (s pebbleWriteStore) set(key, value []byte, sync bool) error {
 	if sync {
@@ -51,14 +86,18 @@ func openWriteStore(b *testing.B, name string) writeStore {
 	default:
 		// Pebble's defaults, with its bloom filter (10 bits/key) on every
 		// level, as the measurements used.
-		o := &pebble.Options{Logger: quietPebbleLogger{}}
+		clock := &stallClock{}
+		o := &pebble.Options{Logger: quietPebbleLogger{}, EventListener: &pebble.EventListener{
+			WriteStallBegin: func(pebble.WriteStallBeginInfo) { clock.begin() },
+			WriteStallEnd:   clock.end,
+		}}
 		o.EnsureDefaults()
 		for i := range o.Levels {
 			o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 		}
 		db, err := pebble.Open(dir, o)
 		require.NoError(b, err)
-		return pebbleWriteStore{db}
+		return pebbleWriteStore{db, clock}
 	}
 }
 
@@ -163,5 +202,6 @@ func benchWrites(b *testing.B, s writeStore, goroutines int, syncWrites bool) {
 	b.ReportMetric(q(0.50), "p50-ns")
 	b.ReportMetric(q(0.99), "p99-ns")
 	b.ReportMetric(q(0.999), "p99.9-ns")
+	b.ReportMetric(float64(s.stalled().Milliseconds()), "stall-ms")
 	require.NoError(b, s.close())
 }
