@@ -124,7 +124,8 @@ func writeKey(dst []byte, i uint64) []byte {
 // from two goroutines, and Sync writes from 16. ns/op is the wall time per
 // write of all goroutines together (so kv/pebble throughput is the inverse
 // ratio of their ns/op); p50, p99 and p99.9 are the latencies of single
-// writes.
+// writes; stall-ms is how long writers waited for flushes, and for the
+// store ms/flush and compact-ms say where the background time went.
 //
 //	go test ./kv -run '^$' -bench WriteVsPebble -benchtime 200000x
 func BenchmarkWriteVsPebble(b *testing.B) {
@@ -203,5 +204,10 @@ func benchWrites(b *testing.B, s writeStore, goroutines int, syncWrites bool) {
 	b.ReportMetric(q(0.99), "p99-ns")
 	b.ReportMetric(q(0.999), "p99.9-ns")
 	b.ReportMetric(float64(s.stalled().Milliseconds()), "stall-ms")
+	if k, ok := s.(kvWriteStore); ok {
+		m := k.db.Metrics()
+		b.ReportMetric(float64(m.FlushTime.Milliseconds())/float64(max(m.Flushes, 1)), "ms/flush")
+		b.ReportMetric(float64(m.CompactionTime.Milliseconds()), "compact-ms")
+	}
 	require.NoError(b, s.close())
 }
