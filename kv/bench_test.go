@@ -289,3 +289,26 @@ func BenchmarkFlushCompactKnownNegatives(b *testing.B) {
 		require.NoError(b, db.Close())
 	}
 }
+
+// BenchmarkGetL0 measures absent Gets on a store whose L0 holds three split
+// flushes over a last level of many tables (L0CompactionThreshold high
+// enough that they stay): a point read finds its L0 tables per sublevel.
+func BenchmarkGetL0(b *testing.B) {
+	const n = 100_000
+	db := benchDBWith(b, &Options{FS: vfs.NewMem(), L0CompactionThreshold: 16, TargetFileSize: 64 << 10, FlushSplitBytes: 4 << 10}, n)
+	defer db.Close()
+	for f := 0; f < 3; f++ {
+		for i := f; i < n; i += 50 {
+			require.NoError(b, db.Set(benchKey(2*i), make([]byte, 100), NoSync))
+		}
+		require.NoError(b, db.Flush())
+	}
+	m := db.Metrics()
+	b.Logf("L0 %d tables, L6 %d tables", m.Levels[0].NumFiles, m.Levels[6].NumFiles)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := db.Get(benchKey(2*(i%n) + 1)); err != ErrNotFound {
+			b.Fatal(err)
+		}
+	}
+}

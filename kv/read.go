@@ -209,16 +209,17 @@ func (db *DB) get(key []byte, seq uint64) ([]byte, error) {
 			return nil, ErrNotFound
 		}
 	}
-	// L0 newest first: every table whose range holds key.
+	// L0 newest first: the sublevels from the top, in each the one table
+	// whose range may hold key (see l0Sublevels).
 	probed := false // some table was consulted: an absent key is recorded
-	l0 := rs.v.levels[0]
-	for i := len(l0) - 1; i >= 0; i-- {
-		t := l0[i]
-		if bytes.Compare(key, t.Smallest.UserKey) < 0 || bytes.Compare(key, t.Largest.UserKey) > 0 {
+	for s := len(rs.v.l0Sublevels) - 1; s >= 0; s-- {
+		ts := rs.v.l0Sublevels[s]
+		i := sort.Search(len(ts), func(i int) bool { return bytes.Compare(ts[i].Largest.UserKey, key) >= 0 })
+		if i == len(ts) || bytes.Compare(ts[i].Smallest.UserKey, key) > 0 {
 			continue
 		}
 		probed = true
-		v, done, err := db.getFromTable(t, key, rs.seq)
+		v, done, err := db.getFromTable(ts[i], key, rs.seq)
 		if done || err != nil {
 			return v, err
 		}

@@ -1,6 +1,8 @@
 package kv
 
 import (
+	"bytes"
+	"slices"
 	"sync/atomic"
 
 	"github.com/adaptkv/adaptkv/compaction"
@@ -12,8 +14,42 @@ import (
 // once no live version lists it.
 type version struct {
 	levels [compaction.NumLevels][]*base.TableMeta
-	refs   atomic.Int32
-	db     *DB
+	// l0Sublevels is L0 as Pebble's sublevels (see l0Sublevels), for point
+	// reads: one binary search per sublevel instead of a look at every L0
+	// table, which flush splitting multiplies.
+	l0Sublevels [][]*base.TableMeta
+	refs        atomic.Int32
+	db          *DB
+}
+
+// l0Sublevels arranges L0 (oldest first) into sublevels, Pebble's scheme: a
+// table's sublevel is one above the highest sublevel of the older tables it
+// shares user keys with (0 if none). Tables of one sublevel never share a
+// user key (of two that did, the newer would sit above the older), so each
+// sublevel is a sorted run; and of the tables holding a key, a newer one is
+// always in a higher sublevel, so reading the sublevels from the top visits
+// them newest first. Each sublevel is sorted by smallest key.
+func l0Sublevels(l0 []*base.TableMeta) [][]*base.TableMeta {
+	sub := make([]int, len(l0))
+	var out [][]*base.TableMeta
+	for i, t := range l0 {
+		s := 0
+		for j, u := range l0[:i] {
+			if sub[j] >= s && bytes.Compare(u.Smallest.UserKey, t.Largest.UserKey) <= 0 &&
+				bytes.Compare(t.Smallest.UserKey, u.Largest.UserKey) <= 0 {
+				s = sub[j] + 1
+			}
+		}
+		sub[i] = s
+		for len(out) <= s {
+			out = append(out, nil)
+		}
+		out[s] = append(out[s], t)
+	}
+	for _, ts := range out {
+		slices.SortFunc(ts, func(a, b *base.TableMeta) int { return bytes.Compare(a.Smallest.UserKey, b.Smallest.UserKey) })
+	}
+	return out
 }
 
 func (v *version) ref() { v.refs.Add(1) }
@@ -27,7 +63,7 @@ func (v *version) unref() {
 // newVersion registers a version (with one reference, for the caller) and
 // counts its tables.
 func (db *DB) newVersion(levels [compaction.NumLevels][]*base.TableMeta) *version {
-	v := &version{levels: levels, db: db}
+	v := &version{levels: levels, l0Sublevels: l0Sublevels(levels[0]), db: db}
 	v.refs.Store(1)
 	db.refMu.Lock()
 	for _, ts := range levels {
