@@ -504,6 +504,18 @@ func checkPlan(t *testing.T, levels [NumLevels][]*TableMeta, p *Plan, busy func(
 // closure widens set with the tables of level that share user keys with a
 // member, transitively (brute force).
 func closure(level, set []*TableMeta) []*TableMeta {
+	return closureBy(level, set, func(tb, member *TableMeta) bool { return true })
+}
+
+// olderClosure widens {seed} with the L0 tables older than a member that
+// share user keys with it, transitively (brute force).
+func olderClosure(l0 []*TableMeta, seed *TableMeta) []*TableMeta {
+	return closureBy(l0, []*TableMeta{seed}, func(tb, member *TableMeta) bool { return tb.FileNum < member.FileNum })
+}
+
+// closureBy widens set with the tables of level that share user keys with a
+// member for which also joins(table, member) holds, transitively.
+func closureBy(level, set []*TableMeta, joins func(tb, member *TableMeta) bool) []*TableMeta {
 	set = slices.Clone(set)
 	for changed := true; changed; {
 		changed = false
@@ -512,29 +524,7 @@ func closure(level, set []*TableMeta) []*TableMeta {
 				continue
 			}
 			for _, s := range set {
-				if overlaps(tb, s.Smallest.UserKey, s.Largest.UserKey) {
-					set = append(set, tb)
-					changed = true
-					break
-				}
-			}
-		}
-	}
-	return set
-}
-
-// olderClosure widens {seed} with the L0 tables older than a member that
-// share user keys with it, transitively (brute force).
-func olderClosure(l0 []*TableMeta, seed *TableMeta) []*TableMeta {
-	set := []*TableMeta{seed}
-	for changed := true; changed; {
-		changed = false
-		for _, tb := range l0 {
-			if slices.Contains(set, tb) {
-				continue
-			}
-			for _, s := range set {
-				if tb.FileNum < s.FileNum && overlaps(tb, s.Smallest.UserKey, s.Largest.UserKey) {
+				if joins(tb, s) && overlaps(tb, s.Smallest.UserKey, s.Largest.UserKey) {
 					set = append(set, tb)
 					changed = true
 					break
