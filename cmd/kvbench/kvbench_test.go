@@ -51,6 +51,9 @@ func checkConsistent(t *testing.T, r *Result) {
 	require.LessOrEqual(t, r.P50us, r.P99us, id)
 	require.LessOrEqual(t, r.P99us, r.P999us, id)
 	require.LessOrEqual(t, r.AbsentReads, r.Reads, id)
+	if r.WriteAmp != nil {
+		require.GreaterOrEqual(t, *r.WriteAmp, 1.0, "%s: write amplification", id)
+	}
 	require.LessOrEqual(t, r.UniqueAbsentKeys, r.AbsentReads, id)
 	if r.Gets > 0 {
 		require.InDelta(t, float64(r.FilterMaybes)/float64(r.Gets), r.ProbesPerGet, 1e-9, id)
@@ -355,4 +358,27 @@ func TestUsage(t *testing.T) {
 	require.Contains(t, usage, "loads 500000 records")
 	require.Contains(t, usage, "runs the workloads "+defaultWorkloads)
 	require.NotContains(t, usage, "(default 500000)", "-records defaults to the first workload's recordcount")
+}
+
+// TestWriteAmp: a workload that writes reports each real store's write
+// amplification (adaptkv's Metrics and Pebble's level metrics); one that
+// only reads (first, on the settled store) flushes nothing and reports none.
+func TestWriteAmp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	args := []string{"-policies", "taf,pebble", "-workloads", "workloadc,workloada", "-records", "10000", "-ops", "20000",
+		"-calibrate", "200", "-memtable-size", "65536", "-target-file-size", "65536", "-json", "-", "-q"}
+	require.NoError(t, run(args, &stdout, &stderr), stderr.String())
+	var results []*Result
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &results))
+	require.Len(t, results, 4)
+	for _, r := range results {
+		checkConsistent(t, r)
+		if r.Workload == "workloadc" {
+			require.Nil(t, r.WriteAmp, "%s: a read-only workload flushes nothing", r.Policy)
+			continue
+		}
+		require.NotNil(t, r.WriteAmp, "%s: 10k updates flush", r.Policy)
+		t.Logf("%s/%s: write amplification %.2f", r.Policy, r.Workload, *r.WriteAmp)
+	}
+	require.Contains(t, stderr.String(), "WA")
 }

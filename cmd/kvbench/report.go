@@ -46,7 +46,7 @@ func printTable(w io.Writer, results []*Result) {
 		}
 		fmt.Fprintf(w, "\n== %s (%s)\n", name, desc)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		hdr := "policy\tops/s\tp50 us\tp99 us\tp99.9 us\tchecks/get\tprobes/get\tFP/1k gets\tFP/1k checks\tblocks/get\tbits/key\tfilter MiB\tadapt\trebuild\tFP probes\tFP bound\tFP/bound\t"
+		hdr := "policy\tops/s\tp50 us\tp99 us\tp99.9 us\tchecks/get\tprobes/get\tFP/1k gets\tFP/1k checks\tblocks/get\tbits/key\tfilter MiB\tadapt\trebuild\tFP probes\tFP bound\tFP/bound\tWA\t"
 		if r0.Adversary != nil {
 			hdr += "final-round FP rate\tQ per round\t"
 		}
@@ -60,11 +60,12 @@ func printTable(w io.Writer, results []*Result) {
 			if r.FPLowerBound != nil {
 				bound = fmt.Sprintf("%.0f", *r.FPLowerBound)
 			}
-			line := fmt.Sprintf("%s\t%.0f\t%.1f\t%.1f\t%.1f\t%.2f\t%.3f\t%s\t%s\t%s\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t",
+			line := fmt.Sprintf("%s\t%.0f\t%.1f\t%.1f\t%.1f\t%.2f\t%.3f\t%s\t%s\t%s\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t",
 				r.Policy, r.OpsPerSec, r.P50us, r.P99us, r.P999us, checksPerGet(r), r.ProbesPerGet,
 				fmtOpt(r.FPProbesPer1kGets, 2), fmtOpt(r.FPProbesPer1kChecks, 2), fmtOpt(r.DataBlockReadsPer, 3),
 				r.FilterBitsPerKey, float64(r.FilterMemoryBytes)/(1<<20),
-				fmtOptU(r.Adaptations), fmtOptU(r.Rebuilds), fmtOptU(r.FalsePositiveProbes), bound, ratio)
+				fmtOptU(r.Adaptations), fmtOptU(r.Rebuilds), fmtOptU(r.FalsePositiveProbes), bound, ratio,
+				fmtOpt(r.WriteAmp, 2))
 			if a := r.Adversary; a != nil {
 				qs := make([]string, len(a.Rounds))
 				for i, rd := range a.Rounds {
@@ -98,7 +99,8 @@ FP: false-positive probes (a probe that found nothing); FP/1k checks is the
 per-table rate, comparable across tree shapes; blocks/get: data blocks read
 from table files (block-cache misses) per Get; bits/key: filter bits in
 memory per table entry; adapt: false positives fixed by adaptive filters;
-rebuild: filter block rebuilds. FP bound = eps x (unique absent keys x filter checks
+rebuild: filter block rebuilds; WA: table bytes flushes and compactions
+wrote during the workload per byte flushed (n/a: nothing flushed). FP bound = eps x (unique absent keys x filter checks
 per absent Get + unique stored keys x non-holding tables checked per stored
 Get), eps and checks measured per store on fresh keys after load: the false
 positives an ideal adaptive filter with the same first-time rate would pay.

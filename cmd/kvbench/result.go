@@ -58,6 +58,9 @@ type Result struct {
 	ChecksPerAbsentGet    float64  `json:"checks_per_absent_get"`
 	FPChecksPerPresentGet *float64 `json:"fp_checks_per_present_get"`
 	FPLowerBound          *float64 `json:"fp_lower_bound"`
+	// WriteAmp is the table bytes flushes and compactions wrote during the
+	// workload per byte flushed (null when nothing was flushed).
+	WriteAmp *float64 `json:"write_amp"`
 
 	Adversary *AdversaryResult `json:"adversary,omitempty"`
 }

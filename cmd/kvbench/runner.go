@@ -395,6 +395,9 @@ func fillCounters(res *Result, d Counters, cal calibration) {
 		res.BitsPerKey = float64(d.FilterMemoryBytes*8) / float64(stored)
 	}
 	res.TablesPerLevel = d.Files
+	if d.BytesFlushed > 0 {
+		res.WriteAmp = f64p(float64(d.BytesFlushed+d.BytesCompacted) / float64(d.BytesFlushed))
+	}
 	if res.Gets > 0 {
 		g := float64(res.Gets)
 		res.ProbesPerGet = float64(res.FilterMaybes) / g

@@ -50,6 +50,9 @@ type Counters struct {
 	FilterBitsPerKey    float64 // in-memory filter bits per table entry
 	FilterMemoryBytes   uint64
 	Files               [7]int // tables per level
+	// BytesFlushed and BytesCompacted are the table bytes flushes and
+	// compactions wrote (write amplification is their sum over the first).
+	BytesFlushed, BytesCompacted uint64
 
 	// Known says which counters the store measures.
 	Known Known
@@ -84,6 +87,8 @@ func (c Counters) Sub(before Counters) Counters {
 	d.Adaptations -= before.Adaptations
 	d.Rebuilds -= before.Rebuilds
 	d.RemoteReads -= before.RemoteReads
+	d.BytesFlushed -= before.BytesFlushed
+	d.BytesCompacted -= before.BytesCompacted
 	return d
 }
 

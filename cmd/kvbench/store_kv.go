@@ -99,6 +99,8 @@ func (s *kvStore) Metrics() (Counters, error) {
 		RemoteReads:         m.RemoteReads,
 		FilterBitsPerKey:    m.FilterBitsPerKey,
 		FilterMemoryBytes:   m.FilterMemoryBytes,
+		BytesFlushed:        m.BytesFlushed,
+		BytesCompacted:      m.BytesCompacted,
 		Known:               Known{Gets: true, ProbeSplit: true, DataBlockReads: true, Adaptive: true},
 	}
 	for i := range c.Files {

@@ -227,6 +227,11 @@ func (s *pebbleStore) Metrics() (Counters, error) {
 		FilterNegatives:     neg,
 		FalsePositiveProbes: checks - neg, // "maybe" answers; see Known.ProbeSplit
 	}
+	m := s.db.Metrics()
+	for l := range m.Levels {
+		c.BytesFlushed += m.Levels[l].TableBytesFlushed
+		c.BytesCompacted += m.Levels[l].TableBytesCompacted
+	}
 	return c, nil
 }
 
