@@ -103,8 +103,11 @@ func TestErrors(t *testing.T) {
 	_, err = Open("db2", &Options{FS: fs, FilterPolicy: "no-such-filter"})
 	require.ErrorIs(t, err, filterpolicy.ErrUnknownPolicy)
 	require.ErrorIs(t, err, ErrUnknownPolicy)
-	_, err = Open("db2", &Options{FS: fs, MemTableSize: -1})
-	require.ErrorIs(t, err, ErrInvalidOptions)
+	for _, o := range []Options{{MemTableSize: -1}, {L0CompactionFileThreshold: -1}, {MaxConcurrentCompactions: -1}} {
+		o.FS = fs
+		_, err = Open("db2", &o)
+		require.ErrorIs(t, err, ErrInvalidOptions, "%+v", o)
+	}
 	_, err = Open("db2", &Options{FS: fs, KnownNegatives: MaxKnownNegatives + 1})
 	require.ErrorIs(t, err, ErrInvalidOptions)
 }

@@ -37,8 +37,9 @@ type Options struct {
 	// L0CompactionFileThreshold is the number of L0 tables that starts an
 	// L0 compaction whatever their overlap, so that tables of sequential
 	// keys (each read checks one) do not pile up. Default
-	// 4*L0CompactionThreshold (Pebble's 500 suits its L0 sublevel index; a
-	// read here scans the L0 tables' bounds).
+	// 4*L0CompactionThreshold (Pebble's 500 suits its incremental L0
+	// sublevel index; here each version rebuilds L0's sublevels, at a cost
+	// quadratic in its tables).
 	L0CompactionFileThreshold int
 	// L0StopWritesThreshold is the L0 read amplification at which flushes
 	// wait for compactions (so writers stall once MaxImmutableMemTables
