@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/adaptkv/adaptkv/compaction"
@@ -198,10 +199,12 @@ func (db *DB) runCompaction(plan *compaction.Plan, v *version) error {
 	for _, t := range plan.Tables() {
 		db.compactedReadBytes.Add(t.Size)
 	}
-	for _, m := range metas {
+	fns := make([]uint64, len(metas))
+	for i, m := range metas {
 		db.compactedBytes.Add(m.Size)
-		db.warmTable(m.FileNum)
+		fns[i] = m.FileNum
 	}
+	db.warmTables(fns...)
 	return nil
 }
 
@@ -260,20 +263,20 @@ func (db *DB) newCompactionIter(fn uint64) (base.Iterator, error) {
 	return &compactionIter{Iterator: it, r: r}, nil
 }
 
-// warmTable opens a new table in the table cache, so its filter is loaded
-// before the first read and Metrics knows its filter size.
-func (db *DB) warmTable(fn uint64) {
-	// Under a version that lists the table, so that it cannot be deleted
-	// (and evicted) before the cache entry exists.
+// warmTables opens new tables in the table cache, so their filters are
+// loaded before the first read and Metrics knows their filter sizes.
+func (db *DB) warmTables(fns ...uint64) {
+	// Under a version that lists the tables, so that none can be deleted
+	// (and evicted) before its cache entry exists; a table a compaction
+	// already replaced is not opened.
 	v := db.currentVersion()
 	defer v.unref()
 	for _, ts := range v.levels {
 		for _, t := range ts {
-			if t.FileNum == fn {
-				if h, err := db.tc.get(fn); err == nil {
+			if slices.Contains(fns, t.FileNum) {
+				if h, err := db.tc.get(t.FileNum); err == nil {
 					db.tc.release(h)
 				}
-				return
 			}
 		}
 	}

@@ -221,14 +221,14 @@ func Open(dir string, opts *Options) (*DB, error) {
 		db.kickCompaction()
 	}
 	db.wg.Add(1)
-	go db.warmTables()
+	go db.warmLiveTables()
 	return db, nil
 }
 
-// warmTables opens the live tables (up to MaxOpenFiles) in the background
+// warmLiveTables opens the live tables (up to MaxOpenFiles) in the background
 // after Open, so that their filters are loaded before the first reads and
 // Metrics reports the filter size of the whole store.
-func (db *DB) warmTables() {
+func (db *DB) warmLiveTables() {
 	defer db.wg.Done()
 	v := db.currentVersion()
 	defer v.unref()
@@ -279,20 +279,26 @@ func (db *DB) writeTables(it base.Iterator, splits [][]byte, minBytes uint64) ([
 		}
 		return nil, err
 	}
-	var prev []byte // the last user key written to out
+	finish := func() error {
+		meta, err := out.Finish()
+		out = nil
+		if err == nil {
+			metas = append(metas, meta)
+		}
+		return err
+	}
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()
-		if out != nil && len(splits) > 0 && bytes.Compare(k.UserKey, splits[0]) > 0 && !bytes.Equal(k.UserKey, prev) {
-			for len(splits) > 0 && bytes.Compare(k.UserKey, splits[0]) > 0 {
-				splits = splits[1:]
-			}
-			if out.EstimatedSize() >= minBytes {
-				meta, err := out.Finish()
-				out = nil
-				if err != nil {
-					return fail(err)
-				}
-				metas = append(metas, meta)
+		// Splits are passed as soon as a key exceeds them, so a key that
+		// passes one starts a new user key (every earlier key is at or
+		// below it): cutting there never parts the versions of a key.
+		passed := false
+		for len(splits) > 0 && bytes.Compare(k.UserKey, splits[0]) > 0 {
+			splits, passed = splits[1:], true
+		}
+		if passed && out != nil && out.EstimatedSize() >= minBytes {
+			if err := finish(); err != nil {
+				return fail(err)
 			}
 		}
 		if out == nil {
@@ -304,7 +310,6 @@ func (db *DB) writeTables(it base.Iterator, splits [][]byte, minBytes uint64) ([
 		if err := out.Add(k, it.Value()); err != nil {
 			return fail(err)
 		}
-		prev = append(prev[:0], k.UserKey...)
 	}
 	if err := it.Error(); err != nil {
 		return fail(err)
@@ -312,12 +317,10 @@ func (db *DB) writeTables(it base.Iterator, splits [][]byte, minBytes uint64) ([
 	if out == nil {
 		return fail(fmt.Errorf("kv: no entries to write"))
 	}
-	meta, err := out.Finish()
-	out = nil
-	if err != nil {
+	if err := finish(); err != nil {
 		return fail(err)
 	}
-	return append(metas, meta), nil
+	return metas, nil
 }
 
 // tableOutput is a compaction.Output backed by an sstable.Writer.
@@ -487,12 +490,12 @@ func (db *DB) flushMemtable(m *memEntry, nextLog uint64) error {
 		return err
 	}
 	db.flushes.Add(1)
-	for _, a := range edit.added {
+	fns := make([]uint64, len(edit.added))
+	for i, a := range edit.added {
 		db.flushedBytes.Add(a.meta.Size)
+		fns[i] = a.meta.FileNum
 	}
-	for _, a := range edit.added {
-		db.warmTable(a.meta.FileNum)
-	}
+	db.warmTables(fns...)
 	_ = db.fs.Remove(db.fs.PathJoin(db.dir, walFileName(m.walNum)))
 	db.kickCompaction()
 	return nil
