@@ -35,7 +35,8 @@ func runJSON(t *testing.T, args ...string) ([]map[string]any, []*Result, string)
 var designFields = []string{"gets", "filter_checks", "filter_negatives", "false_positive_probes",
 	"true_positive_probes", "data_block_reads", "adaptations", "rebuilds", "filter_bits_per_key",
 	"remote_reads", "policy", "workload", "ops_per_sec", "p50_us", "p99_us", "p999_us",
-	"probes_per_get", "fp_probes_per_1k_gets", "bits_per_key", "fp_lower_bound", "fp_probes_per_1k_checks"}
+	"probes_per_get", "fp_probes_per_1k_gets", "bits_per_key", "fp_lower_bound", "fp_probes_per_1k_checks",
+	"write_amp"}
 
 // checkConsistent asserts the invariants every result must satisfy.
 func checkConsistent(t *testing.T, r *Result) {
@@ -364,12 +365,8 @@ func TestUsage(t *testing.T) {
 // amplification (adaptkv's Metrics and Pebble's level metrics); one that
 // only reads (first, on the settled store) flushes nothing and reports none.
 func TestWriteAmp(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	args := []string{"-policies", "taf,pebble", "-workloads", "workloadc,workloada", "-records", "10000", "-ops", "20000",
-		"-calibrate", "200", "-memtable-size", "65536", "-target-file-size", "65536", "-json", "-", "-q"}
-	require.NoError(t, run(args, &stdout, &stderr), stderr.String())
-	var results []*Result
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &results))
+	_, results, table := runJSON(t, "-policies", "taf,pebble", "-workloads", "workloadc,workloada", "-records", "10000",
+		"-ops", "20000", "-calibrate", "200", "-memtable-size", "65536", "-target-file-size", "65536")
 	require.Len(t, results, 4)
 	for _, r := range results {
 		checkConsistent(t, r)
@@ -380,5 +377,5 @@ func TestWriteAmp(t *testing.T) {
 		require.NotNil(t, r.WriteAmp, "%s: 10k updates flush", r.Policy)
 		t.Logf("%s/%s: write amplification %.2f", r.Policy, r.Workload, *r.WriteAmp)
 	}
-	require.Contains(t, stderr.String(), "WA")
+	require.Contains(t, table, "WA")
 }
