@@ -23,6 +23,7 @@ const (
 	crashEnvDir   = "KV_CRASH_DIR"
 	crashEnvRound = "KV_CRASH_ROUND"
 	crashEnvSync  = "KV_CRASH_SYNC"
+	crashEnvNoMap = "KV_CRASH_NOMAP"
 	crashWriters  = 4
 )
 
@@ -37,8 +38,10 @@ func crashValue(k []byte) []byte      { return bytes.Repeat(append(bytes.Clone(k
 // crashChild writes until it is killed: crashWriters goroutines each write
 // keys 0, 1, 2, ... (every 7th as a batch with a "-pair" key) and print
 // "ack g i" once the write returned.
-func crashChild(dir string, round int, durable bool) {
-	db, err := Open(dir, crashOptions())
+func crashChild(dir string, round int, durable, noMap bool) {
+	opts := crashOptions()
+	opts.DisableWALMapping = noMap
+	db, err := Open(dir, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		os.Exit(2)
@@ -78,28 +81,31 @@ func crashChild(dir string, round int, durable bool) {
 }
 
 // TestCrashKill runs a child process that writes (Sync in even rounds,
-// NoSync in odd rounds) and kills it with SIGKILL at a random point; every
+// NoSync in odd rounds; rounds 2 and 3 of every 4 with DisableWALMapping,
+// the others with the WAL mapped where it can be) and kills it with
+// SIGKILL at a random point; every
 // acknowledged write must survive (NoSync writes reached the OS, and only
 // the process died), each writer's keys must form a prefix (the WAL keeps
 // order), batches must be all-or-nothing, and earlier rounds stay intact.
 func TestCrashKill(t *testing.T) {
 	if dir := os.Getenv(crashEnvDir); dir != "" {
 		round, _ := strconv.Atoi(os.Getenv(crashEnvRound))
-		crashChild(dir, round, os.Getenv(crashEnvSync) == "1")
+		crashChild(dir, round, os.Getenv(crashEnvSync) == "1", os.Getenv(crashEnvNoMap) == "1")
 		return
 	}
-	rounds := 6
+	rounds := 8
 	if testing.Short() {
-		rounds = 3
+		rounds = 4
 	}
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	survived := make(map[[2]int]int) // (round, writer) -> number of keys present
 	for round := 0; round < rounds; round++ {
-		durable := round%2 == 0
+		durable, noMap := round%2 == 0, round%4 >= 2
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashKill$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashEnvDir+"="+dir, fmt.Sprintf("%s=%d", crashEnvRound, round),
-			fmt.Sprintf("%s=%d", crashEnvSync, map[bool]int{false: 0, true: 1}[durable]))
+			fmt.Sprintf("%s=%d", crashEnvSync, map[bool]int{false: 0, true: 1}[durable]),
+			fmt.Sprintf("%s=%d", crashEnvNoMap, map[bool]int{false: 0, true: 1}[noMap]))
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.StdoutPipe()
@@ -158,7 +164,7 @@ func TestCrashKill(t *testing.T) {
 			}
 		}
 		m := db.Metrics()
-		t.Logf("round %d (sync=%v): %d keys survived, acked %v; levels %v", round, durable, total, acked, m.Levels)
+		t.Logf("round %d (sync=%v, WAL mapping off=%v): %d keys survived, acked %v; levels %v", round, durable, noMap, total, acked, m.Levels)
 		require.NoError(t, db.Close())
 	}
 }

@@ -50,9 +50,11 @@
 // # Durability
 //
 // A write with Sync (the default for nil WriteOptions) is in an fsynced WAL
-// before it returns. A NoSync write has reached the operating system (a
-// write(2) of its WAL record) before it returns: it survives a crash of the
-// process but not of the machine. With Options.WALBufferNoSync a NoSync
+// before it returns. A NoSync write has reached the operating system before
+// it returns (its WAL record is in the OS page cache: copied into the WAL's
+// shared memory mapping on Linux, see Options.DisableWALMapping, or written
+// with write(2) elsewhere): it survives a crash of the process but not of
+// the machine. With Options.WALBufferNoSync a NoSync
 // write returns once its record is in the WAL buffer, which a background
 // goroutine writes to the OS right behind it (Pebble's NoSync: the last
 // such writes may be lost with the process). Close fsyncs the WAL. An I/O error while

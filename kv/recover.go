@@ -86,7 +86,7 @@ func (db *DB) recover() error {
 		return err
 	}
 	db.manifest = m
-	w, err := createWAL(fs, fs.PathJoin(dir, walFileName(walNum)), walNum, db.walPreallocateSize())
+	w, err := createWAL(fs, fs.PathJoin(dir, walFileName(walNum)), walNum, db.walPreallocateSize(), db.mapWAL())
 	if err != nil {
 		return err
 	}
@@ -137,11 +137,9 @@ func checkNoStoreFiles(fs vfs.FS, dir string) error {
 		ft, _ := parseFileName(n)
 		bad := ft == fileTypeTable || ft == fileTypeState || n == knownNegFileName
 		if ft == fileTypeWAL {
-			st, err := fs.Stat(fs.PathJoin(dir, n))
-			if err != nil {
+			if bad, err = walHasData(fs, fs.PathJoin(dir, n)); err != nil {
 				return err
 			}
-			bad = st.Size() > 0
 		}
 		if bad {
 			return fmt.Errorf("%w: %s has no %s but holds store file %s", ErrCorruption, dir, currentFileName, n)
@@ -181,18 +179,19 @@ func checkStateOnDisk(st *manifestState, names []string) error {
 
 // replayWALs replays the WALs wals (ascending) into one memtable, raising
 // db.lastSeq to the last sequence number replayed. The newest WAL, whose
-// torn tail is tolerated, is the newest with data: a later empty WAL was
+// torn tail is tolerated, is the newest with data: a later empty (or
+// all-zero, see walHasData) WAL was
 // created by a rotation or a recovery that went no further, before any
 // record was written to it (see replayWAL).
 func (db *DB) replayWALs(wals []uint64) (*memtable.MemTable, error) {
 	fs, dir := db.fs, db.dir
 	newest := len(wals) - 1
 	for ; newest > 0; newest-- {
-		st, err := fs.Stat(fs.PathJoin(dir, walFileName(wals[newest])))
+		has, err := walHasData(fs, fs.PathJoin(dir, walFileName(wals[newest])))
 		if err != nil {
 			return nil, err
 		}
-		if st.Size() > 0 {
+		if has {
 			break
 		}
 	}

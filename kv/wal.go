@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -25,27 +26,84 @@ import (
 // buffer each record would cost a write system call, and flush another. With
 // it, a commit group costs one write (and one fsync if any of its writes is
 // Sync), however many batches it holds.
+//
+// On the OS file system of Linux the framing writes into a shared memory
+// mapping of the file instead (walMapping): a commit group then costs no
+// system call at all unless it syncs, and its records are in the page
+// cache, where they survive the process, when the copy returns.
 type walWriter struct {
 	num    uint64
 	f      vfs.File
-	buf    *walBuffer
+	buf    *walBuffer  // nil when mapped
+	mapped *walMapping // nil unless mapped
 	w      *record.Writer
 	synced int64 // file offset known durable
 	closed bool
 }
 
-// createWAL creates WAL file num at path. The file grows in preallocated
-// steps of preallocate bytes and is synced with fdatasync (vfs's syncing
-// file, as Pebble's WAL): appends within preallocated space need no block
-// allocation at each sync. Pebble preallocates 110% of the memtable size.
-func createWAL(fs vfs.FS, path string, num uint64, preallocate int) (*walWriter, error) {
+// createWAL creates WAL file num at path. With mapped (the OS file system,
+// Options.DisableWALMapping unset) it tries to map the file, preallocate
+// bytes at a time (walMapping); where that is impossible, and without
+// mapped, the file grows in preallocated steps of preallocate bytes and is
+// synced with fdatasync (vfs's syncing file, as Pebble's WAL): appends
+// within preallocated space need no block allocation at each sync. Pebble
+// preallocates 110% of the memtable size.
+func createWAL(fs vfs.FS, path string, num uint64, preallocate int, mapped bool) (*walWriter, error) {
 	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return nil, err
 	}
+	if mapped && walMappingSupported {
+		m, err := mapWAL(f, preallocate)
+		if err == nil {
+			return &walWriter{num: num, f: f, mapped: m, w: record.NewWriter(m)}, nil
+		}
+		// Start again with an empty file, written with write(2).
+		_ = f.Close()
+		if f, err = fs.Create(path, vfs.WriteCategoryUnspecified); err != nil {
+			return nil, err
+		}
+	}
 	f = vfs.NewSyncingFile(f, vfs.SyncingFileOptions{PreallocateSize: preallocate})
 	buf := &walBuffer{f: f}
 	return &walWriter{num: num, f: f, buf: buf, w: record.NewWriter(buf)}, nil
+}
+
+// errNoWALMapping says the WAL cannot be mapped here; createWAL falls back
+// to write(2).
+var errNoWALMapping = errors.New("kv: WAL cannot be mapped")
+
+// walMapping is a WAL file written through a shared memory mapping
+// (MAP_SHARED): Write copies the framing's bytes into the file's page cache,
+// so they have reached the OS, which is all a NoSync write promises, without
+// a system call. The file is allocated and mapped step bytes at a time; its
+// tail past off is zeros, which recovery reads as the end of the log (a
+// zeroed chunk, tolerated like a torn tail in the newest WAL). close cuts
+// the file to off. fdatasync on the file writes the mapped pages back, as
+// it does pages written with write(2) (Linux keeps a shared mapping's
+// dirty pages in the page cache's dirty accounting).
+type walMapping struct {
+	f    vfs.File
+	fd   int
+	data []byte // the mapping, len(data) bytes of the file
+	off  int    // bytes written
+	step int
+	// populating counts the goroutines faulting the mapping's pages in
+	// ahead of the writer (Linux); unmapping waits for them.
+	populating sync.WaitGroup
+}
+
+// Write copies p into the mapping at off, growing the file and the mapping
+// when p does not fit (io.Writer, for record.Writer).
+func (m *walMapping) Write(p []byte) (int, error) {
+	if m.off+len(p) > len(m.data) {
+		if err := m.grow(m.off + len(p)); err != nil {
+			return 0, err
+		}
+	}
+	copy(m.data[m.off:], p)
+	m.off += len(p)
+	return len(p), nil
 }
 
 // add writes one batch record (its first 8 bytes are overwritten with the
@@ -63,7 +121,7 @@ func (w *walWriter) flush(sync bool) error {
 		return err
 	}
 	if sync {
-		if err := w.f.Sync(); err != nil {
+		if err := w.sync(); err != nil {
 			return err
 		}
 		w.synced = w.w.Size()
@@ -71,10 +129,22 @@ func (w *walWriter) flush(sync bool) error {
 	return nil
 }
 
+// sync makes the file's data durable: fdatasync (the syncing file's Sync
+// is its fdatasync).
+func (w *walWriter) sync() error {
+	if w.mapped != nil {
+		return w.f.SyncData()
+	}
+	return w.f.Sync()
+}
+
 // finishRecords ends the framing's pending record so that what was added is
 // in the buffer, without writing it to the OS: the buffered mode
 // (Options.WALBufferNoSync) leaves that to writeBack.
 func (w *walWriter) finishRecords() error {
+	if w.mapped != nil {
+		return w.w.Flush() // the copy is all a mapped WAL's write is
+	}
 	w.buf.deferWrites.Store(true)
 	defer w.buf.deferWrites.Store(false)
 	return w.w.Flush()
@@ -82,7 +152,19 @@ func (w *walWriter) finishRecords() error {
 
 // writeBack writes what the buffer holds to the OS. It may run on any
 // goroutine, concurrently with the leader's add (see walBuffer).
-func (w *walWriter) writeBack() error { return w.buf.writeBack() }
+func (w *walWriter) writeBack() error {
+	if w.mapped != nil {
+		return nil
+	}
+	return w.buf.writeBack()
+}
+
+// adoptBuffers hands old's write buffers to w (see walBuffer.adopt).
+func (w *walWriter) adoptBuffers(old *walWriter) {
+	if w.buf != nil && old.buf != nil {
+		w.buf.adopt(old.buf)
+	}
+}
 
 // close flushes, fsyncs and closes the file. Later calls do nothing.
 func (w *walWriter) close() error {
@@ -93,6 +175,15 @@ func (w *walWriter) close() error {
 	err := w.flush(true)
 	if cerr := w.w.Close(); err == nil {
 		err = cerr
+	}
+	if w.mapped != nil {
+		// Unmap, cut the zero tail, and make the new size durable.
+		if cerr := w.mapped.unmap(); err == nil {
+			err = cerr
+		}
+		if cerr := w.f.Sync(); err == nil {
+			err = cerr
+		}
 	}
 	if cerr := w.f.Close(); err == nil {
 		err = cerr
@@ -300,6 +391,21 @@ func replayWAL(fs vfs.FS, path string, newest bool, fn func(data []byte) error) 
 }
 
 var errTornTail = errors.New("kv: torn tail")
+
+// walHasData reports whether the WAL file at path holds anything but
+// zeros. A mapped WAL is allocated ahead of its records, so a WAL that got
+// no record is zeros, not zero bytes long; a crash can leave either.
+func walHasData(fs vfs.FS, path string) (bool, error) {
+	st, err := fs.Stat(path)
+	if err != nil || st.Size() == 0 {
+		return false, err
+	}
+	data, err := readFile(fs, path)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(data, func(b byte) bool { return b != 0 }), nil
+}
 
 func readFile(fs vfs.FS, path string) ([]byte, error) {
 	f, err := fs.Open(path)

@@ -1,0 +1,154 @@
+package kv
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+)
+
+// liveWAL returns the path and the bytes of the one WAL of the store in dir
+// (OS file system), read while the store may still have it open.
+func liveWAL(t *testing.T, dir string) (string, []byte) {
+	names, err := vfs.Default.List(dir)
+	require.NoError(t, err)
+	var wals []string
+	for _, n := range names {
+		if strings.HasSuffix(n, ".log") {
+			wals = append(wals, n)
+		}
+	}
+	require.Len(t, wals, 1, "files: %v", names)
+	path := vfs.Default.PathJoin(dir, wals[0])
+	data, err := readFile(vfs.Default, path)
+	require.NoError(t, err)
+	return path, data
+}
+
+// TestWALMappedSurvivesProcess: with the WAL mapped (the default on Linux),
+// NoSync writes are in the file's page cache when they return. The test
+// copies the open store's files, as a process killed at that moment would
+// leave them, and opens the copy: every write is there, read from a WAL
+// whose allocated tail is zeros (the end of the log, not damage). A batch
+// larger than the WAL's allocation step grows the mapping. Close cuts the
+// zeros off. TestCrashKill kills a real process.
+func TestWALMappedSurvivesProcess(t *testing.T) {
+	if !walMappingSupported {
+		t.Skip("the WAL is mapped on Linux only")
+	}
+	dir := t.TempDir()
+	// No flush: the WAL is the only file that changes while it is copied.
+	opts := &Options{MemTableSize: 1 << 20}
+	db, err := Open(dir, opts)
+	require.NoError(t, err)
+	const n = 3000
+	for i := range n {
+		k := fmt.Appendf(nil, "key%06d", i)
+		require.NoError(t, db.Set(k, bytes.Repeat(k, 4), NoSync))
+	}
+	step := db.walPreallocateSize()
+	_, data := liveWAL(t, dir)
+	require.Equal(t, step, len(data), "the WAL is allocated a step ahead")
+	big := NewBatch() // about 1.5 steps in one record
+	for i := range 700 {
+		k := fmt.Appendf(nil, "big%06d", i)
+		require.NoError(t, big.Set(k, bytes.Repeat([]byte{'v'}, 2400)))
+	}
+	require.NoError(t, db.Apply(big, NoSync)) // the last write: the next would switch memtables
+	path, data := liveWAL(t, dir)
+	require.Greater(t, len(data), step, "the mapping grew")
+	end := bytes.LastIndexFunc(data, func(r rune) bool { return r != 0 }) + 1
+	require.Less(t, end, len(data), "a zero tail follows the records")
+
+	crashed := t.TempDir()
+	names, err := vfs.Default.List(dir)
+	require.NoError(t, err)
+	for _, name := range names {
+		if name == "LOCK" {
+			continue
+		}
+		b, err := readFile(vfs.Default, vfs.Default.PathJoin(dir, name))
+		require.NoError(t, err)
+		writeFile(t, vfs.Default, vfs.Default.PathJoin(crashed, name), b)
+	}
+	copyDB, err := Open(crashed, opts)
+	require.NoError(t, err)
+	for i := range n {
+		k := fmt.Appendf(nil, "key%06d", i)
+		v, err := copyDB.Get(k)
+		require.NoError(t, err, "key %d", i)
+		require.Equal(t, bytes.Repeat(k, 4), v)
+	}
+	v, err := copyDB.Get([]byte("big000699"))
+	require.NoError(t, err)
+	require.Len(t, v, 2400)
+	require.NoError(t, copyDB.Close())
+
+	require.NoError(t, db.Close())
+	closed, err := readFile(vfs.Default, path)
+	require.NoError(t, err)
+	require.Equal(t, data[:end], closed[:end], "Close keeps every record")
+	require.NotZero(t, closed[len(closed)-1], "Close cut the zero tail")
+	good, err := replayWAL(vfs.Default, path, false, func([]byte) error { return nil })
+	require.NoError(t, err, "a closed WAL reads to its end, even as an older WAL")
+	require.Equal(t, int64(len(closed)), good)
+}
+
+// TestWALMappingOptions: the WAL is mapped only by default on the OS file
+// system; DisableWALMapping and WALBufferNoSync write it with write(2), so
+// its size is what was written, not a step allocated ahead.
+func TestWALMappingOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opts   Options
+		mapped bool
+	}{
+		{"default", Options{}, walMappingSupported},
+		{"DisableWALMapping", Options{DisableWALMapping: true}, false},
+		{"WALBufferNoSync", Options{WALBufferNoSync: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			db, err := Open(dir, &tc.opts)
+			require.NoError(t, err)
+			require.NoError(t, db.Set([]byte("k"), []byte("v"), Sync))
+			_, data := liveWAL(t, dir)
+			if tc.mapped {
+				require.Equal(t, db.walPreallocateSize(), len(data))
+			} else {
+				require.Less(t, len(data), 100, "only the record was written")
+			}
+			require.NoError(t, db.Close())
+			db, err = Open(dir, &tc.opts)
+			require.NoError(t, err)
+			v, err := db.Get([]byte("k"))
+			require.NoError(t, err)
+			require.Equal(t, []byte("v"), v)
+			require.NoError(t, db.Close())
+		})
+	}
+}
+
+// TestAllZeroWAL: an all-zero WAL is a WAL that got no record (a mapped WAL
+// is allocated before its first record), so it neither makes a directory
+// without CURRENT a damaged store nor counts as the newest WAL with data;
+// one nonzero byte does.
+func TestAllZeroWAL(t *testing.T) {
+	fs := vfs.NewMem()
+	require.NoError(t, fs.MkdirAll("db", 0o755))
+	writeFile(t, fs, "db/"+walFileName(5), make([]byte, 4096))
+	db, err := Open("db", &Options{FS: fs})
+	require.NoError(t, err, "zeros are no data")
+	require.NoError(t, db.Close())
+
+	fs = vfs.NewMem()
+	require.NoError(t, fs.MkdirAll("db", 0o755))
+	junk := make([]byte, 4096)
+	junk[100] = 1
+	writeFile(t, fs, "db/"+walFileName(5), junk)
+	_, err = Open("db", &Options{FS: fs})
+	require.ErrorIs(t, err, ErrCorruption, "a WAL with data and no CURRENT")
+}
