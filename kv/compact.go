@@ -13,7 +13,7 @@ import (
 )
 
 // Background compactions run concurrently, up to
-// Options.MaxConcurrentCompactions: compactLoop picks under compactMu with
+// Options.MaxConcurrentCompactions: compactLoop picks under compact.mu with
 // the tables of the running ones marked busy (compaction.Pick never takes a
 // busy table, so running compactions never share a table nor write
 // overlapping outputs into one level), books the plan's tables and starts
@@ -44,7 +44,7 @@ func (db *DB) compactLoop() {
 		select {
 		case <-db.closeCh:
 			return
-		case <-db.compactKick:
+		case <-db.compact.kick:
 		}
 		db.startCompactions()
 	}
@@ -54,23 +54,23 @@ func (db *DB) compactLoop() {
 // MaxConcurrentCompactions run and no manual Compact is waiting or running.
 // After a failed compaction it starts none (the next flush kicks a retry).
 func (db *DB) startCompactions() {
-	db.compactMu.Lock()
-	defer db.compactMu.Unlock()
-	for db.running < db.opts.MaxConcurrentCompactions && db.manual == 0 {
+	db.compact.mu.Lock()
+	defer db.compact.mu.Unlock()
+	for db.compact.running < db.opts.MaxConcurrentCompactions && db.compact.manual == 0 {
 		if db.closed.Load() {
 			return
 		}
 		db.mu.Lock()
 		failed := db.compactErr != nil
 		db.mu.Unlock()
-		if failed && db.running > 0 {
+		if failed && db.compact.running > 0 {
 			return // the running one clears or keeps the error
 		}
 		v := db.currentVersion()
-		plan := compaction.Pick(v.levels, db.compactionOptions(), func(fn uint64) bool { return db.busy[fn] })
+		plan := compaction.Pick(v.levels, db.compactionOptions(), func(fn uint64) bool { return db.compact.busy[fn] })
 		if plan == nil {
 			v.unref()
-			if db.running == 0 {
+			if db.compact.running == 0 {
 				db.mu.Lock()
 				db.compactErr = nil // nothing left that failed
 				db.mu.Unlock()
@@ -87,9 +87,9 @@ func (db *DB) startCompactions() {
 			}
 			err := db.runCompaction(plan, v)
 			v.unref()
-			db.compactMu.Lock()
+			db.compact.mu.Lock()
 			db.bookLocked(plan, false)
-			db.compactMu.Unlock()
+			db.compact.mu.Unlock()
 			db.mu.Lock()
 			db.compactErr = err
 			db.stallCond.Broadcast()
@@ -109,16 +109,16 @@ func (db *DB) startCompactions() {
 func (db *DB) bookLocked(plan *compaction.Plan, start bool) {
 	for _, t := range plan.Tables() {
 		if start {
-			db.busy[t.FileNum] = true
+			db.compact.busy[t.FileNum] = true
 		} else {
-			delete(db.busy, t.FileNum)
+			delete(db.compact.busy, t.FileNum)
 		}
 	}
 	if start {
-		db.running++
+		db.compact.running++
 	} else {
-		db.running--
-		db.compactCond.Broadcast()
+		db.compact.running--
+		db.compact.cond.Broadcast()
 	}
 }
 
@@ -301,18 +301,18 @@ func (db *DB) Compact(start, end []byte) error {
 	if err := db.Flush(); err != nil {
 		return err
 	}
-	db.manualMu.Lock()
-	defer db.manualMu.Unlock()
-	db.compactMu.Lock()
-	db.manual++
-	for db.running > 0 {
-		db.compactCond.Wait()
+	db.compact.manualMu.Lock()
+	defer db.compact.manualMu.Unlock()
+	db.compact.mu.Lock()
+	db.compact.manual++
+	for db.compact.running > 0 {
+		db.compact.cond.Wait()
 	}
-	db.compactMu.Unlock()
+	db.compact.mu.Unlock()
 	defer func() {
-		db.compactMu.Lock()
-		db.manual--
-		db.compactMu.Unlock()
+		db.compact.mu.Lock()
+		db.compact.manual--
+		db.compact.mu.Unlock()
 		db.kickCompaction()
 	}()
 	for level := 0; level < compaction.NumLevels; level++ {

@@ -194,9 +194,9 @@ func TestWriteAmplificationMetrics(t *testing.T) {
 // setCompactionHook installs a hook run at the start of every background
 // compaction (see DB.testHookCompaction).
 func setCompactionHook(db *DB, hook func(*compaction.Plan)) {
-	db.compactMu.Lock()
+	db.compact.mu.Lock()
 	db.testHookCompaction = hook
-	db.compactMu.Unlock()
+	db.compact.mu.Unlock()
 }
 
 // TestConcurrentCompactions: with an L0 compaction of one key range held

@@ -28,14 +28,16 @@ const maxManifestSize = 1 << 20
 
 // DB is an open store. All methods are safe for concurrent use.
 //
-// Its state is grouped below by the lock that guards it. The lock order
-// (a goroutine holding one may take only those after it) is:
+// Its state is grouped below by the lock that guards it, as sub-structs
+// named for what they hold (commits, compact, manifest, deletion) or, for
+// the tree and memtables under mu, by comment. The lock order (a goroutine
+// holding one may take only those after it) is:
 //
-//	manualMu -> compactMu -> manifestMu -> mu -> refMu -> deleteMu
+//	compact.manualMu -> compact.mu -> manifest.mu -> mu -> refMu -> deletion.mu
 //
 // with tableCache.mu, the memtable's insert lock, the WAL buffer's locks and
 // the known-negative sketch's lock as leaves, taken under any of these and
-// holding nothing else. commitMu stands apart: it guards only the commit
+// holding nothing else. commits.mu stands apart: it guards only the commit
 // queue and is never held while another lock is taken (the commit leader
 // writes the WAL and the memtable, and takes mu, after releasing it). Reads
 // take no lock at all (see loadReadState). docs/ARCHITECTURE.md,
@@ -52,13 +54,14 @@ type DB struct {
 	lastSeq     atomic.Uint64 // last sequence number applied to the memtable (visible)
 	nextFileNum atomic.Uint64
 
-	// Commit pipeline (group commit, write.go): commitMu guards pending and
-	// leading; the leader alone uses wal.
-	commitMu   sync.Mutex
-	commitCond *sync.Cond
-	pending    []*commitReq
-	leading    bool
-	wal        *walWriter // used only by the commit leader
+	// commits is the commit pipeline's queue (group commit, write.go).
+	commits struct {
+		mu      sync.Mutex // guards pending and leading
+		cond    *sync.Cond // signalled when leadership ends (on mu)
+		pending []*commitReq
+		leading bool
+	}
+	wal *walWriter // used only by the commit leader
 	// walNow mirrors wal for the WAL write-back goroutine of
 	// Options.WALBufferNoSync, which walKick wakes (see walWriteBackLoop).
 	walNow  atomic.Pointer[walWriter]
@@ -90,29 +93,36 @@ type DB struct {
 	refMu    sync.Mutex
 	fileRefs map[uint64]int
 
-	// deleteMu orders file deletion against Close releasing the directory.
-	deleteMu      sync.Mutex
-	filesReleased bool // Close released the directory: delete no file
+	// deletion orders file deletion against Close releasing the directory.
+	deletion struct {
+		mu       sync.Mutex
+		released bool // Close released the directory: delete no file
+	}
 
-	// manifestMu serializes manifest writes and the version installs that
-	// follow them (logAndApply).
-	manifestMu sync.Mutex
-	manifest   *manifestWriter
+	// manifest is the manifest file; mu serializes its writes and the
+	// version installs that follow them (logAndApply).
+	manifest struct {
+		mu sync.Mutex
+		w  *manifestWriter
+	}
 
-	// manualMu is held by the manual Compact running (one at a time), and
-	// by Close to wait for it.
-	manualMu sync.Mutex
-	// compactMu guards the compaction schedule (compact.go): the tables of
-	// running compactions and their count. It is held only to pick and to
-	// book-keep, never while a compaction runs.
-	compactMu   sync.Mutex
-	compactCond *sync.Cond // signalled when a compaction ends
-	busy        map[uint64]bool
-	running     int // compactions running (background and manual)
-	manual      int // manual Compact calls: no background compaction starts
-	compactKick chan struct{}
-	closeCh     chan struct{}
-	wg          sync.WaitGroup
+	// compact is the compaction schedule (compact.go).
+	compact struct {
+		// manualMu is held by the manual Compact running (one at a time),
+		// and by Close to wait for it.
+		manualMu sync.Mutex
+		// mu guards the fields below: the tables of running compactions
+		// and their count. It is held only to pick and to book-keep, never
+		// while a compaction runs.
+		mu      sync.Mutex
+		cond    *sync.Cond // signalled when a compaction ends (on mu)
+		busy    map[uint64]bool
+		running int // compactions running (background and manual)
+		manual  int // manual Compact calls: no background compaction starts
+		kick    chan struct{}
+	}
+	closeCh chan struct{}
+	wg      sync.WaitGroup
 
 	// kn is the record of known negatives (nil: Options.KnownNegatives < 0);
 	// knErr why the saved one could not be loaded. See knownneg.go.
@@ -131,7 +141,7 @@ type DB struct {
 	writeStalls     atomic.Uint64
 	writeStallNanos atomic.Int64
 
-	// testHookCompaction, if set (by tests, under compactMu), runs at the
+	// testHookCompaction, if set (by tests, under compact.mu), runs at the
 	// start of each background compaction, with its plan booked.
 	testHookCompaction func(*compaction.Plan)
 
@@ -182,18 +192,18 @@ func Open(dir string, opts *Options) (*DB, error) {
 	}
 	db := &DB{
 		dir: dir, opts: o, fs: fs, policy: policy, lock: lock,
-		fileRefs:    make(map[uint64]int),
-		snapshots:   make(map[*Snapshot]struct{}),
-		liveRS:      make(map[*readState]struct{}),
-		busy:        make(map[uint64]bool),
-		compactKick: make(chan struct{}, 1),
-		walKick:     make(chan struct{}, 1),
-		closeCh:     make(chan struct{}),
+		fileRefs:  make(map[uint64]int),
+		snapshots: make(map[*Snapshot]struct{}),
+		liveRS:    make(map[*readState]struct{}),
+		walKick:   make(chan struct{}, 1),
+		closeCh:   make(chan struct{}),
 	}
-	db.commitCond = sync.NewCond(&db.commitMu)
+	db.compact.busy = make(map[uint64]bool)
+	db.compact.kick = make(chan struct{}, 1)
+	db.commits.cond = sync.NewCond(&db.commits.mu)
 	db.flushCond = sync.NewCond(&db.mu)
 	db.stallCond = sync.NewCond(&db.mu)
-	db.compactCond = sync.NewCond(&db.compactMu)
+	db.compact.cond = sync.NewCond(&db.compact.mu)
 	// The table cache owns the block cache's reference (see tableCache).
 	db.tc = newTableCache(fs, dir, pebble.NewCache(o.BlockCacheSize), o.MaxOpenFiles, o.ReadOnly)
 	db.openKnownNegatives() // before recovery: its flush uses them
@@ -203,8 +213,8 @@ func Open(dir string, opts *Options) (*DB, error) {
 		if db.wal != nil {
 			db.wal.close()
 		}
-		if db.manifest != nil {
-			db.manifest.close()
+		if db.manifest.w != nil {
+			db.manifest.w.close()
 		}
 		db.tc.closeAll()
 		lock.Close()
@@ -356,8 +366,8 @@ func (o *tableOutput) Finish() (*base.TableMeta, error) {
 // it yields. install, if non-nil, runs under db.mu in the same critical
 // section (so readers see the memtable leave and its table arrive at once).
 func (db *DB) logAndApply(edit *versionEdit, install func()) error {
-	db.manifestMu.Lock()
-	defer db.manifestMu.Unlock()
+	db.manifest.mu.Lock()
+	defer db.manifest.mu.Unlock()
 	db.mu.Lock()
 	cur := db.current
 	logNum := db.logNum
@@ -376,17 +386,17 @@ func (db *DB) logAndApply(edit *versionEdit, install func()) error {
 			return db.setBGErr(err)
 		}
 	}
-	if db.manifest.size >= maxManifestSize {
+	if db.manifest.w.size >= maxManifestSize {
 		num := db.allocFileNum()
 		m, err := createManifest(db.fs, db.dir, num, snapshotEdit(levels, logNum, db.nextFileNum.Load(), db.lastSeq.Load()))
 		if err != nil {
 			return db.setBGErr(err)
 		}
-		old := db.manifest
-		db.manifest = m
+		old := db.manifest.w
+		db.manifest.w = m
 		old.close()
 		_ = db.fs.Remove(db.fs.PathJoin(db.dir, manifestFileName(old.num)))
-	} else if err := db.manifest.write(edit); err != nil {
+	} else if err := db.manifest.w.write(edit); err != nil {
 		return db.setBGErr(err)
 	}
 	v := db.newVersion(levels)
@@ -503,7 +513,7 @@ func (db *DB) flushMemtable(m *memEntry, nextLog uint64) error {
 
 func (db *DB) kickCompaction() {
 	select {
-	case db.compactKick <- struct{}{}:
+	case db.compact.kick <- struct{}{}:
 	default:
 	}
 }
@@ -544,16 +554,16 @@ func (db *DB) Flush() error {
 // Close snapshots and iterators first: an iterator left open stops working
 // (see Iterator) and keeps its tables open until it is closed.
 func (db *DB) Close() error {
-	db.commitMu.Lock()
+	db.commits.mu.Lock()
 	if db.closed.Load() {
-		db.commitMu.Unlock()
+		db.commits.mu.Unlock()
 		return ErrClosed
 	}
 	db.closed.Store(true)
-	for db.leading {
-		db.commitCond.Wait()
+	for db.commits.leading {
+		db.commits.cond.Wait()
 	}
-	db.commitMu.Unlock()
+	db.commits.mu.Unlock()
 
 	db.mu.Lock()
 	db.closing = true
@@ -566,8 +576,8 @@ func (db *DB) Close() error {
 	// A manual Compact in flight is canceled (closeCh) and stops at its
 	// next level; wait for it before closing the manifest. (Background
 	// compactions are in wg.)
-	db.manualMu.Lock()
-	defer db.manualMu.Unlock()
+	db.compact.manualMu.Lock()
+	defer db.compact.manualMu.Unlock()
 
 	var err error
 	keep := func(e error) {
@@ -578,17 +588,17 @@ func (db *DB) Close() error {
 	if db.wal != nil {
 		keep(db.wal.close())
 	}
-	if db.manifest != nil {
-		keep(db.manifest.close())
+	if db.manifest.w != nil {
+		keep(db.manifest.w.close())
 	}
 	// No Get or iterator construction is in flight any more. Iterators
 	// left open keep their tables (and the block cache) until closed.
 	db.waitReads()
 	keep(db.tc.closeAll())
 	keep(db.saveKnownNegatives())
-	db.deleteMu.Lock()
-	db.filesReleased = true
-	db.deleteMu.Unlock()
+	db.deletion.mu.Lock()
+	db.deletion.released = true
+	db.deletion.mu.Unlock()
 	keep(db.lock.Close())
 	return err
 }

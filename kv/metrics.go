@@ -144,9 +144,9 @@ func (db *DB) Metrics() Metrics {
 	m.WriteStallTime = time.Duration(db.writeStallNanos.Load())
 	m.FlushTime = time.Duration(db.flushNanos.Load())
 	m.CompactionTime = time.Duration(db.compactNanos.Load())
-	db.compactMu.Lock()
-	m.CompactionsRunning = db.running
-	db.compactMu.Unlock()
+	db.compact.mu.Lock()
+	m.CompactionsRunning = db.compact.running
+	db.compact.mu.Unlock()
 	m.Flushes = db.flushes.Load()
 	m.Compactions = db.compactions.Load()
 	m.TableMoves = db.tableMoves.Load()

@@ -85,7 +85,7 @@ func (db *DB) recover() error {
 	if err != nil {
 		return err
 	}
-	db.manifest = m
+	db.manifest.w = m
 	w, err := createWAL(fs, fs.PathJoin(dir, walFileName(walNum)), walNum, db.walPreallocateSize(), db.mapWAL())
 	if err != nil {
 		return err

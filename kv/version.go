@@ -104,9 +104,9 @@ func (db *DB) deleteTable(fn uint64) {
 	if db.opts.ReadOnly {
 		return
 	}
-	db.deleteMu.Lock()
-	defer db.deleteMu.Unlock()
-	if db.filesReleased {
+	db.deletion.mu.Lock()
+	defer db.deletion.mu.Unlock()
+	if db.deletion.released {
 		return
 	}
 	_ = db.fs.Remove(db.fs.PathJoin(db.dir, tableFileName(fn)))

@@ -100,35 +100,35 @@ func putCommitReq(req *commitReq) {
 // WAL write and at most one fsync), then hands leadership to the first
 // writer that queued during its commit.
 func (db *DB) commit(req *commitReq) error {
-	db.commitMu.Lock()
+	db.commits.mu.Lock()
 	if db.closed.Load() {
-		db.commitMu.Unlock()
+		db.commits.mu.Unlock()
 		return ErrClosed
 	}
-	db.pending = append(db.pending, req)
-	if db.leading {
-		db.commitMu.Unlock()
+	db.commits.pending = append(db.commits.pending, req)
+	if db.commits.leading {
+		db.commits.mu.Unlock()
 		if lead := <-req.wake; !lead {
 			return req.err
 		}
-		db.commitMu.Lock()
+		db.commits.mu.Lock()
 	}
-	db.leading = true
-	group := db.pending
-	db.pending = nil
-	db.commitMu.Unlock()
+	db.commits.leading = true
+	group := db.commits.pending
+	db.commits.pending = nil
+	db.commits.mu.Unlock()
 
 	db.commitGroup(group)
 
-	db.commitMu.Lock()
+	db.commits.mu.Lock()
 	var next *commitReq
-	if len(db.pending) > 0 {
-		next = db.pending[0]
+	if len(db.commits.pending) > 0 {
+		next = db.commits.pending[0]
 	} else {
-		db.leading = false
-		db.commitCond.Broadcast()
+		db.commits.leading = false
+		db.commits.cond.Broadcast()
 	}
-	db.commitMu.Unlock()
+	db.commits.mu.Unlock()
 	// The next leader first: its WAL write (and fsync) starts while the
 	// writers of this group wake up.
 	if next != nil {
