@@ -187,11 +187,66 @@ func cloneFS(t *testing.T, fs vfs.FS, dir string) vfs.FS {
 // touch the damage) or every acknowledged key with its value: never a
 // store that answers "not found" or a wrong value for acknowledged data.
 func TestDamageEveryFile(t *testing.T) {
-	base := damageRichStore(t)
+	damageEveryFile(t, damageRichStore(t), []string{"table", "wal", "manifest", "current", "state", "knownneg"}, 0)
+}
+
+// TestDamageCrashedMappedWAL is TestDamageEveryFile on a copy of an open
+// store (what a killed process leaves) whose WAL is mapped: the WAL's
+// records are followed by the zeros allocated ahead. Damage there too must
+// be ErrCorruption or right answers.
+func TestDamageCrashedMappedWAL(t *testing.T) {
+	if !walMappingSupported {
+		t.Skip("WALs are mapped on Linux only")
+	}
+	dir := t.TempDir()
+	db, err := Open(dir, &Options{MemTableSize: 1 << 20, L0CompactionThreshold: 1000, L0CompactionFileThreshold: 1000, L0StopWritesThreshold: 1000})
+	require.NoError(t, err)
+	for i := range 1500 {
+		require.NoError(t, db.Set(damageKey(i), damageValue(i), NoSync))
+	}
+	require.NoError(t, db.Flush())
+	require.NoError(t, db.Compact(nil, nil))
+	for i := 1500; i < 1600; i++ {
+		require.NoError(t, db.Set(damageKey(i), damageValue(i), Sync))
+	}
+	require.NoError(t, db.Set([]byte("tail"), []byte("last"), Sync))
+	base := vfs.NewMem()
+	require.NoError(t, base.MkdirAll("db", 0o755))
+	names, err := vfs.Default.List(dir)
+	require.NoError(t, err)
+	for _, n := range names {
+		if n == "LOCK" {
+			continue
+		}
+		b, err := readFile(vfs.Default, vfs.Default.PathJoin(dir, n))
+		require.NoError(t, err)
+		writeFile(t, base, "db/"+n, b)
+	}
+	require.NoError(t, db.Close())
+	damageEveryFile(t, base, []string{"table", "wal", "manifest", "current"}, 16<<10)
+}
+
+// damageEveryFile runs TestDamageEveryFile's damages on every file of the
+// store in base's "db" (keys 0..1599 acknowledged, "tail" last), and
+// requires the store to have files of kinds. walHead, if positive, aims
+// half the damages to WALs at their first walHead bytes.
+func damageEveryFile(t *testing.T, base vfs.FS, kinds []string, walHead int) {
 	names, err := base.List("db")
 	require.NoError(t, err)
-	kinds := map[string]bool{}
+	seen := map[string]bool{}
 	rng := rand.New(rand.NewPCG(17, 18))
+	// at draws a damage offset in good: anywhere, or with walHead > 0 in
+	// a WAL, every other time within its first walHead bytes, where its
+	// records are when zeros follow them.
+	draws := 0
+	var kind string
+	at := func(good []byte) int {
+		draws++
+		if walHead > 0 && draws%2 == 0 && len(good) > walHead && kind == "wal" {
+			return rng.IntN(walHead)
+		}
+		return rng.IntN(max(len(good), 1))
+	}
 	flips := 12
 	if testing.Short() {
 		flips = 4
@@ -202,8 +257,8 @@ func TestDamageEveryFile(t *testing.T) {
 		if name == "LOCK" {
 			continue
 		}
-		kind := fileKind(name)
-		kinds[kind] = true
+		kind = fileKind(name)
+		seen[kind] = true
 		good, err := readFile(base, "db/"+name)
 		require.NoError(t, err)
 		// damages[i] returns the damaged bytes and whether to delete the
@@ -213,7 +268,7 @@ func TestDamageEveryFile(t *testing.T) {
 		var cuts []bool
 		for range flips {
 			cuts = append(cuts, false)
-			i := rng.IntN(max(len(good), 1))
+			i := at(good)
 			damages = append(damages, func(b []byte) ([]byte, bool) {
 				if len(b) == 0 {
 					return []byte{1}, false
@@ -222,9 +277,9 @@ func TestDamageEveryFile(t *testing.T) {
 			})
 		}
 		for range flips / 2 {
-			n := rng.IntN(max(len(good), 1))
+			n := at(good)
 			damages = append(damages, func(b []byte) ([]byte, bool) { return b[:n], false })
-			off := rng.IntN(max(len(good), 1))
+			off := at(good)
 			cuts = append(cuts, true, false)
 			damages = append(damages, func(b []byte) ([]byte, bool) {
 				b = bytes.Clone(b)
@@ -291,8 +346,8 @@ func TestDamageEveryFile(t *testing.T) {
 	for kind, o := range results {
 		t.Logf("%-8s: ErrCorruption at Open %d, at Get %d, every key right %d", kind, o.openFailed, o.getFailed, o.whole)
 	}
-	for _, k := range []string{"table", "wal", "manifest", "current", "state", "knownneg"} {
-		require.True(t, kinds[k], "the store has no %s file", k)
+	for _, k := range kinds {
+		require.True(t, seen[k], "the store has no %s file", k)
 	}
 }
 
