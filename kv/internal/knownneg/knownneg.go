@@ -6,14 +6,15 @@
 // docs/ARCHITECTURE.md, "Known negatives".
 //
 // The record is a set-associative Space-Saving sketch: keys hash to a set
-// of 8 slots (one cache line of tags), and within a set the Space-Saving
+// of 8 slots (half a cache line of tags), and within a set the Space-Saving
 // rule of Metwally, Agrawal and El Abbadi (2005) applies: a key not held
 // takes the slot of the least counted one and inherits its count, so a
 // key asked more than an eighth of its set's counted queries is always
 // held, its count overestimated by at most the set's smallest count. A
 // global heap would give the same bound over the whole sketch, but
 // keeping it ordered costs a dozen cache misses per update, which the
-// absent-Get path cannot afford; a set is one cache line. Counts age: every
+// absent-Get path cannot afford; a hit reads one line of tags (and a
+// counted one writes one line of counts). Counts age: every
 // 8 x capacity counted queries (or up to 1/32 more, see age) they are
 // halved, so keys that stop being asked fall behind the keys of a shifted
 // workload and are replaced.
@@ -42,8 +43,9 @@ const DefaultCapacity = 65536
 
 // Sampling says which Record calls are counted. One call in Every is
 // looked at at all (the others cost a random number). A looked-at hit (a
-// key already held) costs a hash and a read of one cache line; one in
-// HitEvery is counted, with weight Every x HitEvery (an atomic add). A
+// key already held) costs a hash and a read of one cache line (the tags);
+// one in HitEvery is counted, with weight Every x HitEvery (an atomic add
+// on another line, the counts'). A
 // looked-at miss (a key not held) takes the lock and a slot one time in
 // MissEvery, with weight Every x MissEvery. Counting hits sparsely keeps
 // the path cheap where it is hot (frequent keys are held); taking misses
@@ -76,16 +78,21 @@ const agingPeriod = 8
 // and string header.
 const slotBytes = 4 + 4 + 16
 
-// set is one cache line: the tags and counts of its slots. A hit touches
-// only this line, so it costs one cache miss at most. A slot is identified
-// by its tag (32 hash bits, with the set index about 44 bits): two keys
-// that share both are counted as one, which only blurs a hint (odds about
-// 8 in 2^32 per new key). Tags and counts are read and written
-// atomically: hits count without the lock.
-type set struct {
-	tags   [ways]atomic.Uint32 // 0: empty slot; written under the lock
-	counts [ways]atomic.Uint32
-}
+// tagSet is the tags of one set's slots (0: an empty slot), half a cache
+// line. A slot is identified by its tag (32 hash bits, with the set index
+// about 44 bits): two keys that share both are counted as one, which only
+// blurs a hint (odds about 8 in 2^32 per new key). Tags are written only
+// when a slot takes a new key (under the lock), so the lines a hit reads
+// stay shared between cores.
+type tagSet [ways]atomic.Uint32
+
+// countSet is the counts of one set's slots, in an array apart from the
+// tags: a counted hit writes it, and on the tags' line that write made
+// every other core's next hit on the set (or its neighbour) a cache miss.
+// Kept together, two goroutines asking the same hot absent keys spent a
+// third of an absent Get there (BenchmarkGetParallel/absent, -cpu 2).
+// Counts are read and written atomically: hits count without the lock.
+type countSet [ways]atomic.Uint32
 
 // Sketch is a bounded record of frequently asked absent keys. Safe for
 // concurrent use: Record never blocks (a miss that finds the sketch busy
@@ -94,7 +101,8 @@ type Sketch struct {
 	sampling Sampling
 	seed     uint64 // of hash; set before use (New, or Decode of an empty sketch)
 	setMask  uint64
-	sets     []set
+	tags     []tagSet        // per set
+	counts   []countSet      // per set
 	counted  striped.Counter // counted weight since the last aging (striped: every sampled hit adds)
 	held     atomic.Int64    // slots in use
 
@@ -133,7 +141,8 @@ func New(capacity int, sampling Sampling) *Sketch {
 		sampling: sampling,
 		seed:     rand.Uint64(),
 		setMask:  uint64(sets - 1),
-		sets:     make([]set, sets),
+		tags:     make([]tagSet, sets),
+		counts:   make([]countSet, sets),
 		keys:     make([]string, sets*ways),
 	}
 }
@@ -159,12 +168,13 @@ func (s *Sketch) Record(key []byte) {
 		return
 	}
 	h := hash(s.seed, key)
-	st := &s.sets[h&s.setMask]
+	set := h & s.setMask
+	tags := &s.tags[set]
 	tag := uint32(h>>32) | 1
 	for w := range ways {
-		if st.tags[w].Load() == tag {
+		if tags[w].Load() == tag {
 			if e := s.sampling.HitEvery; e == 1 || rand.Uint32N(e) == 0 {
-				st.counts[w].Add(every * e)
+				s.counts[set][w].Add(every * e)
 				s.age(uint64(every * e))
 			}
 			return
@@ -218,9 +228,9 @@ func (s *Sketch) age(weight uint64) {
 	if s.counted.Load() < period {
 		return // another goroutine aged first
 	}
-	for i := range s.sets {
+	for i := range s.counts {
 		for w := range ways {
-			c := &s.sets[i].counts[w]
+			c := &s.counts[i][w]
 			// A hit counted between the load and the store is lost: a
 			// hint, not a count anyone relies on.
 			c.Store(c.Load() / 2)
@@ -233,24 +243,24 @@ func (s *Sketch) age(weight uint64) {
 // within its set, without advancing aging. Without replace, a key not held
 // is only added to an empty slot.
 func (s *Sketch) insertLocked(h uint64, key []byte, weight uint64, replace bool) {
-	st := &s.sets[h&s.setMask]
+	tags, counts := &s.tags[h&s.setMask], &s.counts[h&s.setMask]
 	tag := uint32(h>>32) | 1
 	min, minCount := 0, uint32(math.MaxUint32)
 	for w := range ways {
-		t := st.tags[w].Load()
+		t := tags[w].Load()
 		if t == tag {
-			addSat(&st.counts[w], weight)
+			addSat(&counts[w], weight)
 			return
 		}
 		if t == 0 {
 			min, minCount = w, 0
 			break
 		}
-		if c := st.counts[w].Load(); c < minCount {
+		if c := counts[w].Load(); c < minCount {
 			min, minCount = w, c
 		}
 	}
-	if st.tags[min].Load() == 0 {
+	if tags[min].Load() == 0 {
 		s.held.Add(1)
 	} else if !replace {
 		return
@@ -260,8 +270,8 @@ func (s *Sketch) insertLocked(h uint64, key []byte, weight uint64, replace bool)
 	slot := int(h&s.setMask)*ways + min
 	s.keyBytes += len(key) - len(s.keys[slot])
 	s.keys[slot] = string(key)
-	st.tags[min].Store(tag)
-	addSat(&st.counts[min], weight)
+	tags[min].Store(tag)
+	addSat(&counts[min], weight)
 	switch {
 	case s.rebuild:
 	case len(s.dirty) >= len(s.keys):
@@ -287,11 +297,11 @@ func addSat(c *atomic.Uint32, w uint64) {
 // Count returns the count held for key (0 if it is not held).
 func (s *Sketch) Count(key []byte) uint64 {
 	h := hash(s.seed, key)
-	st := &s.sets[h&s.setMask]
+	set := h & s.setMask
 	tag := uint32(h>>32) | 1
 	for w := range ways {
-		if st.tags[w].Load() == tag {
-			return uint64(st.counts[w].Load())
+		if s.tags[set][w].Load() == tag {
+			return uint64(s.counts[set][w].Load())
 		}
 	}
 	return 0
@@ -358,7 +368,7 @@ func (s *Sketch) Snapshot() List {
 
 	l := make(List, 0, len(merged))
 	for _, e := range merged {
-		if n := s.sets[e.slot/ways].counts[e.slot%ways].Load(); n > 0 {
+		if n := s.counts[e.slot/ways][e.slot%ways].Load(); n > 0 {
 			l = append(l, filter.KnownNegative{Key: unsafe.Slice(unsafe.StringData(e.key), len(e.key)), Count: uint64(n)})
 		}
 	}

@@ -6,7 +6,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
@@ -238,6 +240,50 @@ func BenchmarkRecord(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestCountsApartFromTags: no count shares a cache line with a tag, so a
+// counted hit (an atomic add) does not take from the other cores the line
+// that all their Records read. The allocations are a line or more from a
+// capacity of 16 on (a one-set sketch, 8 keys, is too small to matter),
+// and Go aligns such size classes to the line.
+func TestCountsApartFromTags(t *testing.T) {
+	const line = 64
+	for _, capacity := range []int{16, 1024, DefaultCapacity} {
+		s := New(capacity, DefaultSampling)
+		tagLo := uintptr(unsafe.Pointer(&s.tags[0])) / line
+		tagHi := (uintptr(unsafe.Pointer(&s.tags[len(s.tags)-1][ways-1])) + 3) / line
+		cntLo := uintptr(unsafe.Pointer(&s.counts[0])) / line
+		cntHi := (uintptr(unsafe.Pointer(&s.counts[len(s.counts)-1][ways-1])) + 3) / line
+		require.True(t, tagHi < cntLo || cntHi < tagLo,
+			"capacity %d: tag lines [%d,%d], count lines [%d,%d]", capacity, tagLo, tagHi, cntLo, cntHi)
+	}
+}
+
+// BenchmarkRecordParallel measures Records of a hot set of absent keys,
+// all held, from GOMAXPROCS goroutines (run with -cpu 1,2,...): every
+// goroutine asks the same keys, as the cores of a store asked for hot
+// absent keys do, so a counted hit writes a line that the other cores
+// read or write too. ns/op is wall time per Record over all goroutines:
+// it falls as -cpu grows unless those writes make the cores contend.
+func BenchmarkRecordParallel(b *testing.B) {
+	const hot = 4096
+	keys := make([][]byte, hot)
+	s := New(DefaultCapacity, DefaultSampling)
+	for i := range keys {
+		keys[i] = key(i)
+		s.Add(keys[i], 1)
+	}
+	var worker atomic.Uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(worker.Add(1)) * 1021
+		for pb.Next() {
+			s.Record(keys[i%hot])
+			i++
+		}
+	})
 }
 
 // Concurrent Records (hits counted without the lock), insertions, aging
