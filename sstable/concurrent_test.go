@@ -164,8 +164,8 @@ func TestCloseWhileGetting(t *testing.T) {
 }
 
 // TestReadShards: each stripe fills one cache line and a Reader's stripes
-// start on a line boundary; stripe counts are powers of two of about four
-// per proc, bounded.
+// start on a line boundary; stripe counts are powers of two of about
+// sixteen per proc, bounded.
 func TestReadShards(t *testing.T) {
 	require.Equal(t, uintptr(cacheLine), unsafe.Sizeof(readShard{}))
 	fs := vfs.NewMem()
@@ -175,7 +175,7 @@ func TestReadShards(t *testing.T) {
 	require.Len(t, r.shards, numReadShards(runtime.GOMAXPROCS(0)))
 	require.Zero(t, uintptr(unsafe.Pointer(&r.shards[0]))%cacheLine)
 	require.NoError(t, r.Close())
-	for procs, want := range map[int]int{1: 4, 2: 8, 3: 16, 16: 64, 1000: maxReadShards} {
+	for procs, want := range map[int]int{1: 16, 2: 32, 3: 64, 16: 64, 1000: maxReadShards} {
 		require.Equal(t, want, numReadShards(procs), "procs %d", procs)
 	}
 }

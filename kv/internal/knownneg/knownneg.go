@@ -15,7 +15,7 @@
 // keeping it ordered costs a dozen cache misses per update, which the
 // absent-Get path cannot afford; a hit reads one line of tags (and a
 // counted one writes one line of counts). Counts age: every
-// 8 x capacity counted queries (or up to 1/32 more, see age) they are
+// 8 x capacity counted queries (or up to 1/8 more, see age) they are
 // halved, so keys that stop being asked fall behind the keys of a shifted
 // workload and are replaced.
 package knownneg
@@ -214,7 +214,7 @@ const agingChecks = 256
 // stripe held its share of the period made each counted hit of two
 // goroutines read the other's line for most of the period). The halving
 // comes when the total reaches the period, or up to
-// striped.Stripes x period/agingChecks (1/32 of it) later (more if the
+// striped.Stripes x period/agingChecks (1/8 of it) later (more if the
 // lock is busy at a check), never earlier.
 func (s *Sketch) age(weight uint64) {
 	period := int64(agingPeriod * len(s.keys))
