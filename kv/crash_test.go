@@ -83,10 +83,10 @@ func crashChild(dir string, round int, durable, noMap bool) {
 // TestCrashKill runs a child process that writes (Sync in even rounds,
 // NoSync in odd rounds; rounds 2 and 3 of every 4 with DisableWALMapping,
 // the others with the WAL mapped where it can be) and kills it with
-// SIGKILL at a random point; every
-// acknowledged write must survive (NoSync writes reached the OS, and only
-// the process died), each writer's keys must form a prefix (the WAL keeps
-// order), batches must be all-or-nothing, and earlier rounds stay intact.
+// SIGKILL at a random point; every acknowledged write must survive (NoSync
+// writes reached the OS, and only the process died), each writer's keys
+// must form a prefix (the WAL keeps order), batches must be all-or-nothing,
+// and earlier rounds stay intact.
 func TestCrashKill(t *testing.T) {
 	if dir := os.Getenv(crashEnvDir); dir != "" {
 		round, _ := strconv.Atoi(os.Getenv(crashEnvRound))

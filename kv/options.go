@@ -81,9 +81,10 @@ type Options struct {
 	// file is preallocated and written through a shared memory mapping: a
 	// NoSync write copies its record into the file's page cache, which is
 	// reaching the OS without a system call, and a Sync write's fdatasync
-	// writes the mapped pages back. Disable it on file systems where shared writable mappings are
-	// slow or unsupported (some network file systems); the store falls
-	// back by itself where the preallocation or the mapping fails.
+	// writes the mapped pages back. Disable it on file systems where
+	// shared writable mappings are slow or unsupported (some network file
+	// systems); the store falls back by itself where the preallocation or
+	// the mapping fails.
 	DisableWALMapping bool
 	// MaxImmutableMemTables is the number of full memtables that may wait for
 	// a flush before writers stall. Default 4.
