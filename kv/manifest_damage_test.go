@@ -144,14 +144,7 @@ func damageRichStore(t *testing.T) vfs.FS {
 	opts := &Options{FS: fs, MemTableSize: 64 << 10, TargetFileSize: 32 << 10}
 	db, err := Open("db", opts)
 	require.NoError(t, err)
-	for i := range 1500 {
-		require.NoError(t, db.Set(damageKey(i), damageValue(i), NoSync))
-	}
-	require.NoError(t, db.Flush())
-	require.NoError(t, db.Compact(nil, nil))
-	for i := 1500; i < 1600; i++ {
-		require.NoError(t, db.Set(damageKey(i), damageValue(i), Sync))
-	}
+	fillDamageStore(t, db)
 	// 5000 distinct absent Gets in the tables' range: about 18 false
 	// positives to adapt (state files; none at all is an e^-18 event), and
 	// known negatives.
@@ -162,6 +155,35 @@ func damageRichStore(t *testing.T) vfs.FS {
 	require.NoError(t, db.Set([]byte("tail"), []byte("last"), Sync))
 	require.NoError(t, db.Close())
 	return fs
+}
+
+// fillDamageStore writes keys 0..1499 (NoSync) into the tables of db,
+// flushed and compacted, and keys 1500..1599 (Sync) into its WAL.
+func fillDamageStore(t *testing.T, db *DB) {
+	for i := range 1500 {
+		require.NoError(t, db.Set(damageKey(i), damageValue(i), NoSync))
+	}
+	require.NoError(t, db.Flush())
+	require.NoError(t, db.Compact(nil, nil))
+	for i := 1500; i < 1600; i++ {
+		require.NoError(t, db.Set(damageKey(i), damageValue(i), Sync))
+	}
+}
+
+// copyOpenStore copies every file but LOCK of the store in dir (OS file
+// system), open or not, to toDir of fs: what a process killed at that
+// moment leaves (its page cache is the files' content).
+func copyOpenStore(t *testing.T, dir string, fs vfs.FS, toDir string) {
+	names, err := vfs.Default.List(dir)
+	require.NoError(t, err)
+	for _, n := range names {
+		if n == "LOCK" {
+			continue
+		}
+		b, err := readFile(vfs.Default, vfs.Default.PathJoin(dir, n))
+		require.NoError(t, err)
+		writeFile(t, fs, fs.PathJoin(toDir, n), b)
+	}
 }
 
 func damageKey(i int) []byte   { return fmt.Appendf(nil, "key%05d", i) }
@@ -201,27 +223,11 @@ func TestDamageCrashedMappedWAL(t *testing.T) {
 	dir := t.TempDir()
 	db, err := Open(dir, &Options{MemTableSize: 1 << 20, L0CompactionThreshold: 1000, L0CompactionFileThreshold: 1000, L0StopWritesThreshold: 1000})
 	require.NoError(t, err)
-	for i := range 1500 {
-		require.NoError(t, db.Set(damageKey(i), damageValue(i), NoSync))
-	}
-	require.NoError(t, db.Flush())
-	require.NoError(t, db.Compact(nil, nil))
-	for i := 1500; i < 1600; i++ {
-		require.NoError(t, db.Set(damageKey(i), damageValue(i), Sync))
-	}
+	fillDamageStore(t, db)
 	require.NoError(t, db.Set([]byte("tail"), []byte("last"), Sync))
 	base := vfs.NewMem()
 	require.NoError(t, base.MkdirAll("db", 0o755))
-	names, err := vfs.Default.List(dir)
-	require.NoError(t, err)
-	for _, n := range names {
-		if n == "LOCK" {
-			continue
-		}
-		b, err := readFile(vfs.Default, vfs.Default.PathJoin(dir, n))
-		require.NoError(t, err)
-		writeFile(t, base, "db/"+n, b)
-	}
+	copyOpenStore(t, dir, base, "db")
 	require.NoError(t, db.Close())
 	damageEveryFile(t, base, []string{"table", "wal", "manifest", "current"}, 16<<10)
 }

@@ -64,16 +64,7 @@ func TestWALMappedSurvivesProcess(t *testing.T) {
 	require.Less(t, end, len(data), "a zero tail follows the records")
 
 	crashed := t.TempDir()
-	names, err := vfs.Default.List(dir)
-	require.NoError(t, err)
-	for _, name := range names {
-		if name == "LOCK" {
-			continue
-		}
-		b, err := readFile(vfs.Default, vfs.Default.PathJoin(dir, name))
-		require.NoError(t, err)
-		writeFile(t, vfs.Default, vfs.Default.PathJoin(crashed, name), b)
-	}
+	copyOpenStore(t, dir, vfs.Default, crashed)
 	copyDB, err := Open(crashed, opts)
 	require.NoError(t, err)
 	for i := range n {
