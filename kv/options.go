@@ -94,12 +94,11 @@ type Options struct {
 	// big, so that L0 compacts into the base level one key range at a
 	// time, alongside compactions of other ranges (Pebble's option of the
 	// same name; its splits follow its L0 sublevels). Default
-	// MemTableSize/4; negative: one table per flush. It trades write
-	// amplification for read amplification: on kvbench's churn workload
-	// (70% absent reads, 30% inserts) splitting brought filter checks per
-	// Get from 3.7 to 3.1 (Pebble's: 3.3) and raised write amplification
-	// from 7.3-8.8 to 9.3-9.6 (Pebble's: 7.8), at 10-15% fewer operations
-	// per second on 2 cores.
+	// MemTableSize/4; negative: one table per flush. It keeps L0 shallow at
+	// some cost in write amplification: on kvbench's churn workload (70%
+	// absent reads, 30% inserts, taf) a read checked 3.5-3.9 filters with
+	// splitting and 4.2-4.4 without (Pebble's: 3.2-3.4), with write
+	// amplification 6.9-8.6 against 7.0-7.3 (two runs each, 2026-11-25).
 	FlushSplitBytes int64
 	// MaxConcurrentCompactions bounds the background compactions that run
 	// at once. A second one starts only when the tree owes work that a
