@@ -20,6 +20,9 @@ type writeStore interface {
 	set(key, value []byte, sync bool) error
 	// stalled is how long writers have waited for flushes so far.
 	stalled() time.Duration
+	// writeAmp is the table bytes flushes and compactions wrote per byte
+	// flushed so far.
+	writeAmp() float64
 	close() error
 }
 
@@ -33,6 +36,7 @@ func (s kvWriteStore) set(key, value []byte, sync bool) error {
 }
 func (s kvWriteStore) close() error           { return s.db.Close() }
 func (s kvWriteStore) stalled() time.Duration { return s.db.Metrics().WriteStallTime }
+func (s kvWriteStore) writeAmp() float64      { return s.db.Metrics().WriteAmplification() }
 
 type pebbleWriteStore struct {
 	db    *pebble.DB
@@ -66,6 +70,19 @@ func (s pebbleWriteStore) stalled() time.Duration {
 	s.stall.mu.Lock()
 	defer s.stall.mu.Unlock()
 	return s.stall.total
+}
+
+func (s pebbleWriteStore) writeAmp() float64 {
+	var flushed, compacted uint64
+	m := s.db.Metrics()
+	for l := range m.Levels {
+		flushed += m.Levels[l].TableBytesFlushed
+		compacted += m.Levels[l].TableBytesCompacted
+	}
+	if flushed == 0 {
+		return 0
+	}
+	return float64(flushed+compacted) / float64(flushed)
 }
 
 func (s pebbleWriteStore) set(key, value []byte, sync bool) error {
@@ -204,6 +221,7 @@ func benchWrites(b *testing.B, s writeStore, goroutines int, syncWrites bool) {
 	b.ReportMetric(q(0.99), "p99-ns")
 	b.ReportMetric(q(0.999), "p99.9-ns")
 	b.ReportMetric(float64(s.stalled().Milliseconds()), "stall-ms")
+	b.ReportMetric(s.writeAmp(), "WA")
 	if k, ok := s.(kvWriteStore); ok {
 		m := k.db.Metrics()
 		b.ReportMetric(float64(m.FlushTime.Milliseconds())/float64(max(m.Flushes, 1)), "ms/flush")
