@@ -67,8 +67,9 @@
 //
 // Recovery replays the WALs newer than the manifest's log number. Every WAL
 // record begins with the file offset known to be fsynced when it was
-// written. A bad record (checksum mismatch, cut short) in the newest WAL
-// (the newest with data: an empty later WAL, left by a crash right after a
+// written. A mapped WAL's unwritten tail is zeros, which end the log. A bad
+// record (checksum mismatch, cut short) in the newest WAL (the newest with
+// data: an empty or all-zero later WAL, left by a crash right after a
 // memtable switch, does not count) is a torn tail when no later valid
 // record says the file had been fsynced past it: recovery keeps every record
 // before it and drops the rest (the recovered data is flushed to a table,
