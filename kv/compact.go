@@ -61,7 +61,7 @@ func (db *DB) startCompactions() {
 			return
 		}
 		db.mu.Lock()
-		failed := db.compactErr != nil
+		failed := db.mu.compactErr != nil
 		db.mu.Unlock()
 		if failed && db.compact.running > 0 {
 			return // the running one clears or keeps the error
@@ -72,7 +72,7 @@ func (db *DB) startCompactions() {
 			v.unref()
 			if db.compact.running == 0 {
 				db.mu.Lock()
-				db.compactErr = nil // nothing left that failed
+				db.mu.compactErr = nil // nothing left that failed
 				db.mu.Unlock()
 			}
 			return
@@ -91,8 +91,8 @@ func (db *DB) startCompactions() {
 			db.bookLocked(plan, false)
 			db.compact.mu.Unlock()
 			db.mu.Lock()
-			db.compactErr = err
-			db.stallCond.Broadcast()
+			db.mu.compactErr = err
+			db.mu.stallCond.Broadcast()
 			db.mu.Unlock()
 			if err == nil {
 				db.kickCompaction() // the tree may owe more

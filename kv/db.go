@@ -29,11 +29,11 @@ const maxManifestSize = 1 << 20
 // DB is an open store. All methods are safe for concurrent use.
 //
 // Its state is grouped below by the lock that guards it, as sub-structs
-// named for what they hold (commits, compact, manifest, deletion) or, for
-// the tree and memtables under mu, by comment. The lock order (a goroutine
+// named for what they hold (commits, mu, refs, deletion, manifest,
+// compact), as Pebble's d.mu and d.mu.compact. The lock order (a goroutine
 // holding one may take only those after it) is:
 //
-//	compact.manualMu -> compact.mu -> manifest.mu -> mu -> refMu -> deletion.mu
+//	compact.manualMu -> compact.mu -> manifest.mu -> mu -> refs.mu -> deletion.mu
 //
 // with tableCache.mu, the memtable's insert lock, the WAL buffer's locks and
 // the known-negative sketch's lock as leaves, taken under any of these and
@@ -67,31 +67,37 @@ type DB struct {
 	walNow  atomic.Pointer[walWriter]
 	walKick chan struct{}
 
-	// mu protects the fields below.
-	mu      sync.Mutex
-	mem     *memEntry
-	imm     []*memEntry // full memtables, oldest first; replaced, never mutated
-	current *version
-	rs      *readState // what reads see; see loadReadState
-	// rsNow mirrors rs and closingNow mirrors closing for the lock-free
-	// pin of loadReadState; both are written under mu with their mirror.
+	// mu guards the memtables, the tree and what reads see, and the
+	// store's closing and sticky errors.
+	mu struct {
+		sync.Mutex
+		mem     *memEntry
+		imm     []*memEntry // full memtables, oldest first; replaced, never mutated
+		current *version
+		rs      *readState              // what reads see; see loadReadState
+		liveRS  map[*readState]struct{} // read states with references
+		logNum  uint64
+		// snapshots are the open Snapshots.
+		snapshots  map[*Snapshot]struct{}
+		closing    bool
+		bgErr      error // sticky error of the WAL or manifest: writes fail
+		compactErr error // last background compaction error
+		flushCond  *sync.Cond
+		stallCond  *sync.Cond // signalled when a flush finishes or bgErr is set
+	}
+	// rsNow mirrors mu.rs and closingNow mirrors mu.closing for the
+	// lock-free pin of loadReadState; both are written under mu with their
+	// mirror. bgErrNow points at mu.bgErr once it is set, for the commit
+	// leader's check without mu (bgErr never changes after it is set).
 	rsNow      atomic.Pointer[readState]
 	closingNow atomic.Bool
-	liveRS     map[*readState]struct{} // read states with references
-	logNum     uint64
-	snapshots  map[*Snapshot]struct{}
-	closing    bool
-	bgErr      error // sticky error of the WAL or manifest: writes fail
-	// bgErrNow points at bgErr once it is set, for the commit leader's
-	// check without mu (bgErr never changes after it is set).
 	bgErrNow   atomic.Pointer[error]
-	compactErr error // last background compaction error
-	flushCond  *sync.Cond
-	stallCond  *sync.Cond // signalled when a flush finishes or bgErr is set
 
-	// refMu guards fileRefs: how many versions hold each table.
-	refMu    sync.Mutex
-	fileRefs map[uint64]int
+	// refs counts, per table, the versions that hold it.
+	refs struct {
+		mu    sync.Mutex
+		count map[uint64]int
+	}
 
 	// deletion orders file deletion against Close releasing the directory.
 	deletion struct {
@@ -192,17 +198,17 @@ func Open(dir string, opts *Options) (*DB, error) {
 	}
 	db := &DB{
 		dir: dir, opts: o, fs: fs, policy: policy, lock: lock,
-		fileRefs:  make(map[uint64]int),
-		snapshots: make(map[*Snapshot]struct{}),
-		liveRS:    make(map[*readState]struct{}),
-		walKick:   make(chan struct{}, 1),
-		closeCh:   make(chan struct{}),
+		walKick: make(chan struct{}, 1),
+		closeCh: make(chan struct{}),
 	}
+	db.refs.count = make(map[uint64]int)
+	db.mu.snapshots = make(map[*Snapshot]struct{})
+	db.mu.liveRS = make(map[*readState]struct{})
 	db.compact.busy = make(map[uint64]bool)
 	db.compact.kick = make(chan struct{}, 1)
 	db.commits.cond = sync.NewCond(&db.commits.mu)
-	db.flushCond = sync.NewCond(&db.mu)
-	db.stallCond = sync.NewCond(&db.mu)
+	db.mu.flushCond = sync.NewCond(&db.mu)
+	db.mu.stallCond = sync.NewCond(&db.mu)
 	db.compact.cond = sync.NewCond(&db.compact.mu)
 	// The table cache owns the block cache's reference (see tableCache).
 	db.tc = newTableCache(fs, dir, pebble.NewCache(o.BlockCacheSize), o.MaxOpenFiles, o.ReadOnly)
@@ -369,8 +375,8 @@ func (db *DB) logAndApply(edit *versionEdit, install func()) error {
 	db.manifest.mu.Lock()
 	defer db.manifest.mu.Unlock()
 	db.mu.Lock()
-	cur := db.current
-	logNum := db.logNum
+	cur := db.mu.current
+	logNum := db.mu.logNum
 	db.mu.Unlock()
 	levels, err := applyEdit(cur.levels, edit)
 	if err != nil {
@@ -401,13 +407,13 @@ func (db *DB) logAndApply(edit *versionEdit, install func()) error {
 	}
 	v := db.newVersion(levels)
 	db.mu.Lock()
-	old := db.current
-	db.current = v
-	db.logNum = logNum
+	old := db.mu.current
+	db.mu.current = v
+	db.mu.logNum = logNum
 	if install != nil {
 		install()
 	}
-	db.stallCond.Broadcast() // L0 may have shrunk: see flushLoop
+	db.mu.stallCond.Broadcast() // L0 may have shrunk: see flushLoop
 	oldRS := db.newReadStateLocked()
 	db.mu.Unlock()
 	releaseReadState(oldRS)
@@ -417,12 +423,12 @@ func (db *DB) logAndApply(edit *versionEdit, install func()) error {
 
 func (db *DB) setBGErr(err error) error {
 	db.mu.Lock()
-	if db.bgErr == nil {
-		db.bgErr = err
-		db.bgErrNow.Store(&db.bgErr)
+	if db.mu.bgErr == nil {
+		db.mu.bgErr = err
+		db.bgErrNow.Store(&db.mu.bgErr)
 	}
-	db.stallCond.Broadcast()
-	db.flushCond.Broadcast()
+	db.mu.stallCond.Broadcast()
+	db.mu.flushCond.Broadcast()
 	db.mu.Unlock()
 	return err
 }
@@ -432,28 +438,28 @@ func (db *DB) flushLoop() {
 	defer db.wg.Done()
 	for {
 		db.mu.Lock()
-		for len(db.imm) == 0 && !db.closing && db.bgErr == nil {
-			db.flushCond.Wait()
+		for len(db.mu.imm) == 0 && !db.mu.closing && db.mu.bgErr == nil {
+			db.mu.flushCond.Wait()
 		}
-		if db.closing || db.bgErr != nil {
+		if db.mu.closing || db.mu.bgErr != nil {
 			db.mu.Unlock()
 			return
 		}
 		// L0 too deep: wait for compactions (unless one failed: then
 		// flushing on beats stalling writers for good).
 		for db.l0StalledLocked() &&
-			!db.closing && db.bgErr == nil && db.compactErr == nil {
+			!db.mu.closing && db.mu.bgErr == nil && db.mu.compactErr == nil {
 			db.kickCompaction()
-			db.stallCond.Wait()
+			db.mu.stallCond.Wait()
 		}
-		if db.closing || db.bgErr != nil {
+		if db.mu.closing || db.mu.bgErr != nil {
 			db.mu.Unlock()
 			return
 		}
-		m := db.imm[0]
-		next := db.mem.walNum
-		if len(db.imm) > 1 {
-			next = db.imm[1].walNum
+		m := db.mu.imm[0]
+		next := db.mu.mem.walNum
+		if len(db.mu.imm) > 1 {
+			next = db.mu.imm[1].walNum
 		}
 		db.mu.Unlock()
 		if err := db.flushMemtable(m, next); err != nil {
@@ -466,7 +472,7 @@ func (db *DB) flushLoop() {
 // l0StalledLocked reports whether L0 is too deep (or holds too many
 // tables) for another flush: see Options.L0StopWritesThreshold.
 func (db *DB) l0StalledLocked() bool {
-	l0 := db.current.levels[0]
+	l0 := db.mu.current.levels[0]
 	return len(l0) >= 2*db.opts.L0CompactionFileThreshold ||
 		len(l0) >= db.opts.L0StopWritesThreshold && compaction.L0Depth(l0, nil) >= db.opts.L0StopWritesThreshold
 }
@@ -492,9 +498,9 @@ func (db *DB) flushMemtable(m *memEntry, nextLog uint64) error {
 		}
 	}
 	err := db.logAndApply(edit, func() {
-		db.imm = slices.Clone(db.imm[1:])
+		db.mu.imm = slices.Clone(db.mu.imm[1:])
 		m.flushed = true
-		db.stallCond.Broadcast()
+		db.mu.stallCond.Broadcast()
 	})
 	if err != nil {
 		return err
@@ -534,14 +540,14 @@ func (db *DB) Flush() error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	for _, m := range req.rotated {
-		for !m.flushed && db.bgErr == nil && !db.closing {
-			db.stallCond.Wait()
+		for !m.flushed && db.mu.bgErr == nil && !db.mu.closing {
+			db.mu.stallCond.Wait()
 		}
 	}
-	if db.bgErr != nil {
-		return db.bgErr
+	if db.mu.bgErr != nil {
+		return db.mu.bgErr
 	}
-	if db.closing {
+	if db.mu.closing {
 		return ErrClosed
 	}
 	return nil
@@ -566,10 +572,10 @@ func (db *DB) Close() error {
 	db.commits.mu.Unlock()
 
 	db.mu.Lock()
-	db.closing = true
+	db.mu.closing = true
 	db.closingNow.Store(true)
-	db.flushCond.Broadcast()
-	db.stallCond.Broadcast()
+	db.mu.flushCond.Broadcast()
+	db.mu.stallCond.Broadcast()
 	db.mu.Unlock()
 	close(db.closeCh)
 	db.wg.Wait()

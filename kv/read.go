@@ -15,15 +15,15 @@ import (
 )
 
 // readState is what reads see: the memtables (newest first) and a
-// referenced version. The DB keeps the current one (db.rs) and replaces it
+// referenced version. The DB keeps the current one (db.mu.rs) and replaces it
 // whenever a memtable switches or a version is installed; a read takes a
 // reference instead of copying the structures.
 //
 // The references also count the reads in flight, for Close: a read state's
-// references are the DB's own (while it is db.rs), one per open iterator
+// references are the DB's own (while it is db.mu.rs), one per open iterator
 // (also counted in iters) and one per Get or iterator construction in
-// flight. Close stops new reads (db.closing), then waits until every live
-// read state (db.liveRS) holds no reference of the last kind, at no cost to
+// flight. Close stops new reads (db.mu.closing), then waits until every live
+// read state (db.mu.liveRS) holds no reference of the last kind, at no cost to
 // the read path beyond the reference it takes anyway.
 type readState struct {
 	// refs is striped (package striped): every Get takes and drops one,
@@ -51,7 +51,7 @@ func (v readView) release() { v.drop(v.ref) }
 //
 // The pin takes no lock: it loads the current state (db.rsNow), takes a
 // striped reference unless the state was already retired (its count is
-// closed when db.rs moves on), and, for an implicit snapshot, reads lastSeq
+// closed when db.mu.rs moves on), and, for an implicit snapshot, reads lastSeq
 // and then checks that the state is still current, retrying otherwise. So
 // the sequence number is read after the pin with no memtable switch or
 // version install in between,
@@ -61,16 +61,16 @@ func (v readView) release() { v.drop(v.ref) }
 // read here is in one of rs.mems or in a table of rs.v, and rs.v holds no
 // entry above it, so the newest version that compactions kept of any key is
 // visible:
-//   - the commit leader inserts a group into db.mem's memtable, then
+//   - the commit leader inserts a group into db.mu.mem's memtable, then
 //     publishes lastSeq; it switches memtables (rotateMemtable) only before
-//     inserting a group, under db.mu, together with a new db.rs. So the
-//     memtable of any published entry is db.mem or in db.imm of the db.rs
+//     inserting a group, under db.mu, together with a new db.mu.rs. So the
+//     memtable of any published entry is db.mu.mem or in db.mu.imm of the db.mu.rs
 //     current when lastSeq was read; the check after the read makes that the
 //     pinned one (a switch before the read publishes a new db.rsNow before
 //     the group's publish, and the check sees it);
-//   - db.imm holds only published groups, and a flush moves one from db.imm
+//   - db.mu.imm holds only published groups, and a flush moves one from db.mu.imm
 //     to a table of the version in one critical section (logAndApply's
-//     install, which also replaces db.rs): the pinned state has the memtable
+//     install, which also replaces db.mu.rs): the pinned state has the memtable
 //     or the table, and its tables hold only entries published before it was
 //     pinned.
 //
@@ -115,12 +115,12 @@ func (rs *readState) drop(ref striped.Ref) { rs.refs.Release(ref) }
 func (rs *readState) free() {
 	db := rs.v.db
 	db.mu.Lock()
-	delete(db.liveRS, rs)
+	delete(db.mu.liveRS, rs)
 	db.mu.Unlock()
 	rs.v.unref()
 }
 
-// retire drops the DB's own reference of a state that is no longer db.rs:
+// retire drops the DB's own reference of a state that is no longer db.mu.rs:
 // no new reference is taken, and the last one frees it.
 func (rs *readState) retire() {
 	rs.refs.Close()
@@ -132,9 +132,9 @@ func (rs *readState) retire() {
 func (db *DB) readsInFlight() bool {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	for rs := range db.liveRS {
+	for rs := range db.mu.liveRS {
 		n := rs.refs.Held() - int64(rs.iters.Load())
-		if rs == db.rs {
+		if rs == db.mu.rs {
 			n-- // the DB's own reference
 		}
 		if n > 0 {
@@ -145,7 +145,7 @@ func (db *DB) readsInFlight() bool {
 }
 
 // waitReads waits until no Get or iterator construction is in flight; the
-// caller has set db.closing, so no new one starts. Reads are short (one
+// caller has set db.mu.closing, so no new one starts. Reads are short (one
 // may read a filter's remote representation to adapt), so it yields, then
 // sleeps.
 func (db *DB) waitReads() {
@@ -158,21 +158,21 @@ func (db *DB) waitReads() {
 	}
 }
 
-// newReadStateLocked makes db.rs reflect db.mem, db.imm and db.current and
+// newReadStateLocked makes db.mu.rs reflect db.mu.mem, db.mu.imm and db.mu.current and
 // returns the previous one, which the caller releases after unlocking db.mu.
 func (db *DB) newReadStateLocked() *readState {
-	rs := &readState{v: db.current}
+	rs := &readState{v: db.mu.current}
 	rs.v.ref()
 	rs.refs.OnFree(rs.free)
 	rs.dbRef = rs.refs.Acquire()
-	db.liveRS[rs] = struct{}{}
-	rs.mems = make([]*memtable.MemTable, 0, 1+len(db.imm))
-	rs.mems = append(rs.mems, db.mem.mt)
-	for i := len(db.imm) - 1; i >= 0; i-- {
-		rs.mems = append(rs.mems, db.imm[i].mt)
+	db.mu.liveRS[rs] = struct{}{}
+	rs.mems = make([]*memtable.MemTable, 0, 1+len(db.mu.imm))
+	rs.mems = append(rs.mems, db.mu.mem.mt)
+	for i := len(db.mu.imm) - 1; i >= 0; i-- {
+		rs.mems = append(rs.mems, db.mu.imm[i].mt)
 	}
-	old := db.rs
-	db.rs = rs
+	old := db.mu.rs
+	db.mu.rs = rs
 	db.rsNow.Store(rs)
 	return old
 }
@@ -285,7 +285,7 @@ func (db *DB) NewSnapshot() *Snapshot {
 	s := &Snapshot{db: db}
 	db.mu.Lock()
 	s.seq = db.lastSeq.Load() + 1
-	db.snapshots[s] = struct{}{}
+	db.mu.snapshots[s] = struct{}{}
 	db.mu.Unlock()
 	return s
 }
@@ -320,7 +320,7 @@ func (s *Snapshot) Close() error {
 		return ErrClosed
 	}
 	s.closed = true
-	delete(s.db.snapshots, s)
+	delete(s.db.mu.snapshots, s)
 	return nil
 }
 
@@ -328,8 +328,8 @@ func (s *Snapshot) Close() error {
 func (db *DB) snapshotSeqs() []uint64 {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	seqs := make([]uint64, 0, len(db.snapshots))
-	for s := range db.snapshots {
+	seqs := make([]uint64, 0, len(db.mu.snapshots))
+	for s := range db.mu.snapshots {
 		seqs = append(seqs, s.seq)
 	}
 	slices.Sort(seqs)

@@ -54,9 +54,9 @@ func (db *DB) recover() error {
 	}
 	levels := st.levels
 	if db.opts.ReadOnly {
-		db.logNum = st.logNum
-		db.mem = &memEntry{mt: mt}
-		db.current = db.newVersion(levels)
+		db.mu.logNum = st.logNum
+		db.mu.mem = &memEntry{mt: mt}
+		db.mu.current = db.newVersion(levels)
 		db.newReadStateLocked()
 		return nil
 	}
@@ -95,9 +95,9 @@ func (db *DB) recover() error {
 	if err := syncDir(fs, dir); err != nil {
 		return err
 	}
-	db.logNum = walNum
-	db.mem = &memEntry{mt: memtable.New(), walNum: walNum}
-	db.current = db.newVersion(levels)
+	db.mu.logNum = walNum
+	db.mu.mem = &memEntry{mt: memtable.New(), walNum: walNum}
+	db.mu.current = db.newVersion(levels)
 	db.newReadStateLocked()
 	deleteObsoleteFiles(fs, dir, names, levels, walNum, manNum)
 	return nil

@@ -65,13 +65,13 @@ func (v *version) unref() {
 func (db *DB) newVersion(levels [compaction.NumLevels][]*base.TableMeta) *version {
 	v := &version{levels: levels, l0Sublevels: l0Sublevels(levels[0]), db: db}
 	v.refs.Store(1)
-	db.refMu.Lock()
+	db.refs.mu.Lock()
 	for _, ts := range levels {
 		for _, t := range ts {
-			db.fileRefs[t.FileNum]++
+			db.refs.count[t.FileNum]++
 		}
 	}
-	db.refMu.Unlock()
+	db.refs.mu.Unlock()
 	return v
 }
 
@@ -79,17 +79,17 @@ func (db *DB) newVersion(levels [compaction.NumLevels][]*base.TableMeta) *versio
 // no version uses any more.
 func (db *DB) releaseVersion(v *version) {
 	var obsolete []uint64
-	db.refMu.Lock()
+	db.refs.mu.Lock()
 	for _, ts := range v.levels {
 		for _, t := range ts {
-			db.fileRefs[t.FileNum]--
-			if db.fileRefs[t.FileNum] <= 0 {
-				delete(db.fileRefs, t.FileNum)
+			db.refs.count[t.FileNum]--
+			if db.refs.count[t.FileNum] <= 0 {
+				delete(db.refs.count, t.FileNum)
 				obsolete = append(obsolete, t.FileNum)
 			}
 		}
 	}
-	db.refMu.Unlock()
+	db.refs.mu.Unlock()
 	for _, fn := range obsolete {
 		db.deleteTable(fn)
 	}
@@ -116,7 +116,7 @@ func (db *DB) deleteTable(fn uint64) {
 // currentVersion returns the current version with a reference.
 func (db *DB) currentVersion() *version {
 	db.mu.Lock()
-	v := db.current
+	v := db.mu.current
 	v.ref()
 	db.mu.Unlock()
 	return v

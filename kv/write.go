@@ -156,13 +156,13 @@ func (db *DB) commitGroup(group []*commitReq) {
 	for _, r := range group {
 		flush = flush || r.flush
 	}
-	mem := db.mem // only the leader replaces db.mem
+	mem := db.mu.mem // only the leader replaces db.mu.mem
 	if flush || mem.mt.Size() >= int64(db.opts.MemTableSize) {
 		if flush {
 			// A flush waits for the current memtable and every older
 			// queued one.
 			db.mu.Lock()
-			rotated := slices.Clone(db.imm)
+			rotated := slices.Clone(db.mu.imm)
 			db.mu.Unlock()
 			if !mem.mt.Empty() {
 				rotated = append(rotated, mem)
@@ -219,7 +219,7 @@ func (db *DB) commitGroup(group []*commitReq) {
 		default:
 		}
 	}
-	mt := db.mem.mt
+	mt := db.mu.mem.mt
 	for _, r := range batches {
 		// The memtable copies keys and values: the batch stays the caller's.
 		_, _, _ = decodeBatch(r.batch.data, func(seq uint64, e batchEntry) error {
@@ -235,15 +235,15 @@ func (db *DB) commitGroup(group []*commitReq) {
 // one with a new WAL, stalling while too many memtables wait for a flush.
 func (db *DB) rotateMemtable() error {
 	db.mu.Lock()
-	if len(db.imm) >= db.opts.MaxImmutableMemTables && db.bgErr == nil && !db.closing {
+	if len(db.mu.imm) >= db.opts.MaxImmutableMemTables && db.mu.bgErr == nil && !db.mu.closing {
 		start := time.Now()
-		for len(db.imm) >= db.opts.MaxImmutableMemTables && db.bgErr == nil && !db.closing {
-			db.stallCond.Wait()
+		for len(db.mu.imm) >= db.opts.MaxImmutableMemTables && db.mu.bgErr == nil && !db.mu.closing {
+			db.mu.stallCond.Wait()
 		}
 		db.writeStalls.Add(1)
 		db.writeStallNanos.Add(int64(time.Since(start)))
 	}
-	err := db.bgErr
+	err := db.mu.bgErr
 	db.mu.Unlock()
 	if err != nil {
 		return err
@@ -271,10 +271,10 @@ func (db *DB) rotateMemtable() error {
 	db.wal = w
 	db.walNow.Store(w)
 	db.mu.Lock()
-	db.imm = append(slices.Clone(db.imm), db.mem)
-	db.mem = &memEntry{mt: memtable.New(), walNum: num}
+	db.mu.imm = append(slices.Clone(db.mu.imm), db.mu.mem)
+	db.mu.mem = &memEntry{mt: memtable.New(), walNum: num}
 	oldRS := db.newReadStateLocked()
-	db.flushCond.Signal()
+	db.mu.flushCond.Signal()
 	db.mu.Unlock()
 	releaseReadState(oldRS)
 	return nil
