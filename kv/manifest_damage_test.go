@@ -170,36 +170,31 @@ func fillDamageStore(t *testing.T, db *DB) {
 	}
 }
 
-// copyOpenStore copies every file but LOCK of the store in dir (OS file
-// system), open or not, to toDir of fs: what a process killed at that
-// moment leaves (its page cache is the files' content).
-func copyOpenStore(t *testing.T, dir string, fs vfs.FS, toDir string) {
-	names, err := vfs.Default.List(dir)
+// copyStoreFiles copies every file but LOCK of the store in dir of from,
+// open or not, to toDir of to. Copied from the OS file system while the
+// store is open, it is what a process killed at that moment leaves (the
+// page cache is the files' content).
+func copyStoreFiles(t *testing.T, from vfs.FS, dir string, to vfs.FS, toDir string) {
+	names, err := from.List(dir)
 	require.NoError(t, err)
 	for _, n := range names {
 		if n == "LOCK" {
 			continue
 		}
-		b, err := readFile(vfs.Default, vfs.Default.PathJoin(dir, n))
+		b, err := readFile(from, from.PathJoin(dir, n))
 		require.NoError(t, err)
-		writeFile(t, fs, fs.PathJoin(toDir, n), b)
+		writeFile(t, to, to.PathJoin(toDir, n), b)
 	}
 }
 
 func damageKey(i int) []byte   { return fmt.Appendf(nil, "key%05d", i) }
 func damageValue(i int) []byte { return fmt.Appendf(nil, "value-%d-%s", i, strings.Repeat("v", i%50)) }
 
-// cloneFS copies every file of dir into a new in-memory file system.
+// cloneFS copies the store in dir into a new in-memory file system.
 func cloneFS(t *testing.T, fs vfs.FS, dir string) vfs.FS {
 	out := vfs.NewMem()
 	require.NoError(t, out.MkdirAll(dir, 0o755))
-	names, err := fs.List(dir)
-	require.NoError(t, err)
-	for _, n := range names {
-		b, err := readFile(fs, fs.PathJoin(dir, n))
-		require.NoError(t, err)
-		writeFile(t, out, out.PathJoin(dir, n), b)
-	}
+	copyStoreFiles(t, fs, dir, out, dir)
 	return out
 }
 
@@ -227,7 +222,7 @@ func TestDamageCrashedMappedWAL(t *testing.T) {
 	require.NoError(t, db.Set([]byte("tail"), []byte("last"), Sync))
 	base := vfs.NewMem()
 	require.NoError(t, base.MkdirAll("db", 0o755))
-	copyOpenStore(t, dir, base, "db")
+	copyStoreFiles(t, vfs.Default, dir, base, "db")
 	require.NoError(t, db.Close())
 	damageEveryFile(t, base, []string{"table", "wal", "manifest", "current"}, 16<<10)
 }
@@ -245,8 +240,7 @@ func damageEveryFile(t *testing.T, base vfs.FS, kinds []string, walHead int) {
 	// a WAL, every other time within its first walHead bytes, where its
 	// records are when zeros follow them.
 	draws := 0
-	var kind string
-	at := func(good []byte) int {
+	at := func(good []byte, kind string) int {
 		draws++
 		if walHead > 0 && draws%2 == 0 && len(good) > walHead && kind == "wal" {
 			return rng.IntN(walHead)
@@ -263,7 +257,7 @@ func damageEveryFile(t *testing.T, base vfs.FS, kinds []string, walHead int) {
 		if name == "LOCK" {
 			continue
 		}
-		kind = fileKind(name)
+		kind := fileKind(name)
 		seen[kind] = true
 		good, err := readFile(base, "db/"+name)
 		require.NoError(t, err)
@@ -274,7 +268,7 @@ func damageEveryFile(t *testing.T, base vfs.FS, kinds []string, walHead int) {
 		var cuts []bool
 		for range flips {
 			cuts = append(cuts, false)
-			i := at(good)
+			i := at(good, kind)
 			damages = append(damages, func(b []byte) ([]byte, bool) {
 				if len(b) == 0 {
 					return []byte{1}, false
@@ -283,9 +277,9 @@ func damageEveryFile(t *testing.T, base vfs.FS, kinds []string, walHead int) {
 			})
 		}
 		for range flips / 2 {
-			n := at(good)
+			n := at(good, kind)
 			damages = append(damages, func(b []byte) ([]byte, bool) { return b[:n], false })
-			off := at(good)
+			off := at(good, kind)
 			cuts = append(cuts, true, false)
 			damages = append(damages, func(b []byte) ([]byte, bool) {
 				b = bytes.Clone(b)

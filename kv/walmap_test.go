@@ -64,7 +64,7 @@ func TestWALMappedSurvivesProcess(t *testing.T) {
 	require.Less(t, end, len(data), "a zero tail follows the records")
 
 	crashed := t.TempDir()
-	copyOpenStore(t, dir, vfs.Default, crashed)
+	copyStoreFiles(t, vfs.Default, dir, vfs.Default, crashed)
 	copyDB, err := Open(crashed, opts)
 	require.NoError(t, err)
 	for i := range n {
