@@ -78,7 +78,9 @@
 // A bad last manifest record is a torn write only when nothing acted on it:
 // the state before it must still be on disk (the WAL it names, its tables),
 // since a durable edit deletes the WAL or tables it replaces; otherwise it
-// is an acknowledged edit lost, reported as ErrCorruption.
+// is an acknowledged edit lost, reported as ErrCorruption. So is a manifest
+// cut at a record boundary: the WAL it names is gone while a newer WAL is
+// there, which only a durable, now missing, edit leaves.
 // Any other bad record, a bad record in an older WAL (those are fsynced whole
 // before the next one starts), a malformed batch, a bad manifest record
 // followed by valid ones, a missing table or a table that fails its

@@ -79,6 +79,27 @@ func TestDamagedLastManifestRecord(t *testing.T) {
 	require.True(t, requireAllOrCorruption(t, fs, "torn tail"), "a torn tail is tolerated")
 }
 
+// A manifest cut short at any offset, a record boundary included (no
+// damaged record to see), is corruption or the whole store: cut after the
+// first record, the flush's edit is gone with its WAL, and before the
+// newer-WAL check the store opened without the 500 flushed keys.
+func TestManifestCutAnywhere(t *testing.T) {
+	fs, man := damageStore(t)
+	good, err := readFile(fs, man)
+	require.NoError(t, err)
+	boundaries := 0
+	for n := range len(good) {
+		fs, _ := damageStore(t)
+		writeFile(t, fs, man, good[:n])
+		cut := fmt.Sprintf("cut at %d of %d", n, len(good))
+		if st, err := readManifest(fs, "db"); err == nil && st.torn < 0 {
+			boundaries++
+		}
+		require.False(t, requireAllOrCorruption(t, fs, cut), "%s: every cut loses the flush's edit", cut)
+	}
+	require.Positive(t, boundaries, "no cut fell on a record boundary")
+}
+
 // Other damage: each damaged file gives ErrCorruption or every key, never
 // a store that opens without acknowledged data.
 func TestDamagedFilesNeverLoseData(t *testing.T) {

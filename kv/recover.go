@@ -158,14 +158,26 @@ func checkNoStoreFiles(fs vfs.FS, dir string) error {
 // still be whole on disk: the WAL it names (rotation creates a WAL before
 // any edit names it) and its tables. Otherwise the record was written and
 // lost later: the data it carried is gone, which is corruption, not a crash.
+//
+// A manifest cut at a record boundary shows no damaged record, but the WAL
+// it names is then gone while a newer one is here: a WAL is deleted only
+// after an edit naming a newer WAL is durable, so that edit was lost. (The
+// named WAL may be absent with no newer one: recovery writes the manifest
+// naming its new WAL before it creates that WAL.)
 func checkStateOnDisk(st *manifestState, names []string) error {
 	present := make(map[string]bool, len(names))
 	for _, n := range names {
 		present[n] = true
 	}
-	if st.torn >= 0 && st.logNum != 0 && !present[walFileName(st.logNum)] {
-		return fmt.Errorf("%w: the last record of %s (offset %d) is damaged and the state before it is not on disk (WAL %s is gone): an acknowledged edit was lost",
-			ErrCorruption, manifestFileName(st.manifestNum), st.torn, walFileName(st.logNum))
+	if st.logNum != 0 && !present[walFileName(st.logNum)] {
+		if st.torn >= 0 {
+			return fmt.Errorf("%w: the last record of %s (offset %d) is damaged and the state before it is not on disk (WAL %s is gone): an acknowledged edit was lost",
+				ErrCorruption, manifestFileName(st.manifestNum), st.torn, walFileName(st.logNum))
+		}
+		if n, ok := newerWAL(names, st.logNum); ok {
+			return fmt.Errorf("%w: %s names WAL %s, which is gone while the newer %s is here: the edit that moved on to it was lost (manifest cut short?)",
+				ErrCorruption, manifestFileName(st.manifestNum), walFileName(st.logNum), n)
+		}
 	}
 	for lvl, ts := range st.levels {
 		for _, t := range ts {
@@ -175,6 +187,16 @@ func checkStateOnDisk(st *manifestState, names []string) error {
 		}
 	}
 	return nil
+}
+
+// newerWAL returns the name of a WAL among names numbered above logNum.
+func newerWAL(names []string, logNum uint64) (string, bool) {
+	for _, n := range names {
+		if ft, num := parseFileName(n); ft == fileTypeWAL && num > logNum {
+			return n, true
+		}
+	}
+	return "", false
 }
 
 // replayWALs replays the WALs wals (ascending) into one memtable, raising
