@@ -396,15 +396,27 @@ var errTornTail = errors.New("kv: torn tail")
 // zeros. A mapped WAL is allocated ahead of its records, so a WAL that got
 // no record is zeros, not zero bytes long; a crash can leave either.
 func walHasData(fs vfs.FS, path string) (bool, error) {
-	st, err := fs.Stat(path)
-	if err != nil || st.Size() == 0 {
-		return false, err
-	}
-	data, err := readFile(fs, path)
+	f, err := fs.Open(path)
 	if err != nil {
 		return false, err
 	}
-	return slices.ContainsFunc(data, func(b byte) bool { return b != 0 }), nil
+	defer f.Close()
+	// Read a block at a time and stop at the first nonzero byte: a WAL with
+	// records answers from its first block, and only an all-zero one (a
+	// mapped WAL allocated but never written) is read to its end.
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := f.Read(buf)
+		if slices.ContainsFunc(buf[:n], func(b byte) bool { return b != 0 }) {
+			return true, nil
+		}
+		if err == io.EOF {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
 }
 
 func readFile(fs vfs.FS, path string) ([]byte, error) {

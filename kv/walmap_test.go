@@ -143,3 +143,27 @@ func TestAllZeroWAL(t *testing.T) {
 	_, err = Open("db", &Options{FS: fs})
 	require.ErrorIs(t, err, ErrCorruption, "a WAL with data and no CURRENT")
 }
+
+// walHasData reads a WAL a block at a time: a nonzero byte anywhere, in
+// the first block or past several, is data; zeros to the end are not.
+func TestWALHasData(t *testing.T) {
+	fs := vfs.NewMem()
+	for _, c := range []struct {
+		size, nonzero int
+		want          bool
+	}{
+		{0, -1, false}, {1, -1, false}, {200 << 10, -1, false},
+		{1, 0, true}, {4096, 100, true}, {200 << 10, 200<<10 - 1, true}, {200 << 10, 64 << 10, true},
+	} {
+		b := make([]byte, c.size)
+		if c.nonzero >= 0 {
+			b[c.nonzero] = 7
+		}
+		writeFile(t, fs, "wal", b)
+		has, err := walHasData(fs, "wal")
+		require.NoError(t, err)
+		require.Equal(t, c.want, has, "size %d, nonzero byte at %d", c.size, c.nonzero)
+	}
+	_, err := walHasData(fs, "missing")
+	require.Error(t, err)
+}

@@ -255,7 +255,7 @@ func (db *DB) rotateMemtable() error {
 		return db.setBGErr(fmt.Errorf("kv: sync WAL: %w", err))
 	}
 	num := db.allocFileNum()
-	w, err := createWAL(db.fs, db.fs.PathJoin(db.dir, walFileName(num)), num, db.walPreallocateSize(), db.mapWAL())
+	w, err := createWAL(db.fs, db.fs.PathJoin(db.dir, walFileName(num)), num, db.walPreallocateSize(), db.mapsWAL())
 	if err != nil {
 		return db.setBGErr(fmt.Errorf("kv: create WAL: %w", err))
 	}
@@ -303,13 +303,13 @@ func (db *DB) walWriteBackLoop() {
 // size, Pebble's choice, so a WAL usually needs one step.
 func (db *DB) walPreallocateSize() int { return db.opts.MemTableSize + db.opts.MemTableSize/10 }
 
-// mapWAL says whether WALs are to be mapped (Options.DisableWALMapping):
+// mapsWAL says whether WALs are to be mapped (Options.DisableWALMapping):
 // only files of the OS file system can be, and only the default NoSync
 // mode gains. With WALBufferNoSync the writers already make no system
 // call, and the background write(2) is faster than a mapping: it pays for
 // the page cache's fresh pages on its own goroutine, where a mapping makes
 // the writer pay for them (on this project's 2-core VM, a first write to a
 // page cost about 9 us).
-func (db *DB) mapWAL() bool {
+func (db *DB) mapsWAL() bool {
 	return !db.opts.DisableWALMapping && !db.opts.WALBufferNoSync && db.fs == vfs.Default
 }
