@@ -172,7 +172,10 @@ func (w *walWriter) close() error {
 		return nil
 	}
 	w.closed = true
-	err := w.flush(true)
+	// A mapped WAL is synced once, after its zero tail is cut off: syncing
+	// before the cut would write the tail's pages (dirtied by populate) and
+	// convert their allocated blocks, only to free them.
+	err := w.flush(w.mapped == nil)
 	if cerr := w.w.Close(); err == nil {
 		err = cerr
 	}

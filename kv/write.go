@@ -251,7 +251,13 @@ func (db *DB) rotateMemtable() error {
 	// The old WAL is fsynced whole before the next one exists, so recovery
 	// may treat a bad record in any WAL but the newest as corruption.
 	old := db.wal
-	if err := old.flush(true); err != nil {
+	if old.mapped != nil {
+		// A mapped WAL is closed (cut to its records and synced) in one
+		// step: see walWriter.close.
+		if err := old.close(); err != nil {
+			return db.setBGErr(fmt.Errorf("kv: close WAL: %w", err))
+		}
+	} else if err := old.flush(true); err != nil {
 		return db.setBGErr(fmt.Errorf("kv: sync WAL: %w", err))
 	}
 	num := db.allocFileNum()
