@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -74,6 +75,7 @@ type options struct {
 	dir                     string
 	seed                    uint64
 	jsonPath, csvPath, plot string
+	cpuProfile              string
 	memTable, targetFile    int
 	calibrate               int
 	quiet                   bool
@@ -108,6 +110,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.targetFile, "target-file-size", defaultTargetFile, "target table size in bytes")
 	fs.IntVar(&o.calibrate, "calibrate", 20000, "fresh keys per calibration pass (eps and checks per Get for the FP bound)")
 	fs.BoolVar(&o.quiet, "q", false, "no progress bars")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -135,6 +138,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 	policies, err := selectPolicies(o.policies)
 	if err != nil {
 		return err
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 
 	table := stdout
