@@ -163,8 +163,13 @@ func (s *Sketch) SizeBytes() int64 {
 // Record notes that a Get found key absent (see Sampling). key is not
 // retained.
 func (s *Sketch) Record(key []byte) {
+	// One random draw serves both sampling decisions: its low half decides
+	// whether the call is looked at, its high half whether a hit is
+	// counted or a miss taken (exact for rates that are powers of two, as
+	// the defaults are; otherwise off by at most rate/2^32).
+	r := rand.Uint64()
 	every := s.sampling.Every
-	if every > 1 && rand.Uint32N(every) != 0 {
+	if every > 1 && uint32(r)%every != 0 {
 		return
 	}
 	h := hash(s.seed, key)
@@ -173,14 +178,14 @@ func (s *Sketch) Record(key []byte) {
 	tag := uint32(h>>32) | 1
 	for w := range ways {
 		if tags[w].Load() == tag {
-			if e := s.sampling.HitEvery; e == 1 || rand.Uint32N(e) == 0 {
+			if e := s.sampling.HitEvery; e == 1 || uint32(r>>32)%e == 0 {
 				s.counts[set][w].Add(every * e)
 				s.age(uint64(every * e))
 			}
 			return
 		}
 	}
-	if e := s.sampling.MissEvery; e > 1 && rand.Uint32N(e) != 0 {
+	if e := s.sampling.MissEvery; e > 1 && uint32(r>>32)%e != 0 {
 		return
 	}
 	if !s.mu.TryLock() {
