@@ -248,17 +248,12 @@ func (db *DB) rotateMemtable() error {
 	if err != nil {
 		return err
 	}
-	// The old WAL is fsynced whole before the next one exists, so recovery
+	// The old WAL is closed (fsynced whole; a mapped one cut to its records
+	// first, see walWriter.close) before the next one exists, so recovery
 	// may treat a bad record in any WAL but the newest as corruption.
 	old := db.wal
-	if old.mapped != nil {
-		// A mapped WAL is closed (cut to its records and synced) in one
-		// step: see walWriter.close.
-		if err := old.close(); err != nil {
-			return db.setBGErr(fmt.Errorf("kv: close WAL: %w", err))
-		}
-	} else if err := old.flush(true); err != nil {
-		return db.setBGErr(fmt.Errorf("kv: sync WAL: %w", err))
+	if err := old.close(); err != nil {
+		return db.setBGErr(fmt.Errorf("kv: close WAL: %w", err))
 	}
 	num := db.allocFileNum()
 	w, err := createWAL(db.fs, db.fs.PathJoin(db.dir, walFileName(num)), num, db.walPreallocateSize(), db.mapsWAL())
@@ -268,10 +263,6 @@ func (db *DB) rotateMemtable() error {
 	if err := syncDir(db.fs, db.dir); err != nil {
 		w.close()
 		return db.setBGErr(fmt.Errorf("kv: sync dir: %w", err))
-	}
-	if err := old.close(); err != nil {
-		w.close()
-		return db.setBGErr(fmt.Errorf("kv: close WAL: %w", err))
 	}
 	w.adoptBuffers(old)
 	db.wal = w
