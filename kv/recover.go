@@ -86,7 +86,7 @@ func (db *DB) recover() error {
 		return err
 	}
 	db.manifest.w = m
-	w, err := createWAL(fs, fs.PathJoin(dir, walFileName(walNum)), walNum, db.walPreallocateSize(), db.mapsWAL())
+	w, err := createWAL(fs, fs.PathJoin(dir, walFileName(walNum)), walNum, db.walPreallocateSize(), db.mapsWAL(), populateWhole)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -39,22 +40,27 @@ type walWriter struct {
 	w      *record.Writer
 	synced int64 // file offset known durable
 	closed bool
+	// groups and syncGroups count the commit groups written to this WAL and
+	// those of them that synced; the next WAL's mapping is populated by
+	// them (populateReach).
+	groups, syncGroups int
 }
 
 // createWAL creates WAL file num at path. With mapped (the OS file system,
 // Options.DisableWALMapping unset) it tries to map the file, preallocate
-// bytes at a time (walMapping); where that is impossible, and without
+// bytes at a time (walMapping), faulting its pages in up to populate bytes
+// ahead of the writer; where that is impossible, and without
 // mapped, the file grows in preallocated steps of preallocate bytes and is
 // synced with fdatasync (vfs's syncing file, as Pebble's WAL): appends
 // within preallocated space need no block allocation at each sync. Pebble
 // preallocates 110% of the memtable size.
-func createWAL(fs vfs.FS, path string, num uint64, preallocate int, mapped bool) (*walWriter, error) {
+func createWAL(fs vfs.FS, path string, num uint64, preallocate int, mapped bool, populate int) (*walWriter, error) {
 	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return nil, err
 	}
 	if mapped && walMappingSupported {
-		m, err := mapWAL(f, preallocate)
+		m, err := mapWAL(f, preallocate, populate)
 		if err == nil {
 			return &walWriter{num: num, f: f, mapped: m, w: record.NewWriter(m)}, nil
 		}
@@ -67,6 +73,28 @@ func createWAL(fs vfs.FS, path string, num uint64, preallocate int, mapped bool)
 	f = vfs.NewSyncingFile(f, vfs.SyncingFileOptions{PreallocateSize: preallocate})
 	buf := &walBuffer{f: f}
 	return &walWriter{num: num, f: f, buf: buf, w: record.NewWriter(buf)}, nil
+}
+
+// How far ahead of the writer a WAL mapping faults its pages in
+// (walMapping.populateAhead): the whole mapping, or a window.
+const (
+	populateWhole  = math.MaxInt
+	populateWindow = 256 << 10
+)
+
+// populateReach is how far ahead of the writer the mapping of the WAL after
+// w is populated: a window if at least one in eight of w's commit groups
+// synced, else the whole mapping. Populating dirties pages (zeros) and an
+// fdatasync writes every dirty page of the file, so with the whole mapping
+// populated the first Sync commit of a WAL writes all of it; a window
+// bounds what a sync writes for nothing, but on a busy machine its
+// populating falls behind the writer more often (NoSync writes 14-20%
+// slower). Measurements in docs/ARCHITECTURE.md (the WAL).
+func (w *walWriter) populateReach() int {
+	if w.syncGroups > 0 && w.syncGroups*8 >= w.groups {
+		return populateWindow
+	}
+	return populateWhole
 }
 
 // errNoWALMapping says the WAL cannot be mapped here; createWAL falls back
@@ -88,9 +116,12 @@ type walMapping struct {
 	data []byte // the mapping, len(data) bytes of the file
 	off  int    // bytes written
 	step int
-	// populating counts the goroutines faulting the mapping's pages in
-	// ahead of the writer (Linux); unmapping waits for them.
-	populating sync.WaitGroup
+	// populated is where the pages faulted in ahead of the writer end,
+	// reach how far ahead of it they may be; populating counts the
+	// goroutines faulting them in (Linux, populateAhead); unmapping waits
+	// for them.
+	populated, reach int
+	populating       sync.WaitGroup
 }
 
 // Write copies p into the mapping at off, growing the file and the mapping
@@ -103,6 +134,7 @@ func (m *walMapping) Write(p []byte) (int, error) {
 	}
 	copy(m.data[m.off:], p)
 	m.off += len(p)
+	m.populateAhead()
 	return len(p), nil
 }
 

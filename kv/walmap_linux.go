@@ -15,13 +15,14 @@ const walMappingSupported = true
 // mapWAL maps the first size bytes of f, an empty file of the OS file
 // system, after allocating them (fallocate, so the file is size bytes of
 // zeros with its blocks reserved: a write through the mapping never meets a
-// full disk). Writes through the mapping then need no system call.
-func mapWAL(f vfs.File, size int) (*walMapping, error) {
+// full disk). Writes through the mapping then need no system call. Its pages
+// are faulted in up to populate bytes ahead of the writer (populateAhead).
+func mapWAL(f vfs.File, size, populate int) (*walMapping, error) {
 	fd := f.Fd()
 	if fd == vfs.InvalidFd {
 		return nil, errNoWALMapping
 	}
-	m := &walMapping{f: f, fd: int(fd), step: size}
+	m := &walMapping{f: f, fd: int(fd), step: size, reach: populate}
 	if err := m.grow(size); err != nil {
 		return nil, err
 	}
@@ -49,7 +50,8 @@ func (m *walMapping) grow(need int) error {
 		return fmt.Errorf("%w: mmap: %v", errNoWALMapping, err)
 	}
 	m.data = data
-	m.populate(data[m.off:])
+	m.populated = m.off &^ (pageSize - 1) // madvise takes whole pages
+	m.populateAhead()
 	return nil
 }
 
@@ -57,20 +59,36 @@ func (m *walMapping) grow(need int) error {
 // writable, as a write would, without changing what they hold.
 const madvPopulateWrite = 23
 
-// populate faults the pages of free, the mapping's unwritten part, in on a
-// goroutine of its own. A first write to a page of a shared file mapping
-// is a page fault (the kernel allocates the page-cache page and the file
-// system's page_mkwrite runs); on this project's VM a first write to a
-// page cost about 9 us, paid on the writer's path without populating. A
-// microbenchmark writing 140-byte records through a fresh 4.4 MB mapping
-// took 663 ns a record without and 300-450 ns with; in
-// BenchmarkWriteVsPebble, 4 alternating runs, sync-16 was 45 us a write
-// with against 53 without (p=0.057) and nosync-1 3.56 against 3.90 us (not
-// significant). Populating changes no byte, so it may run alongside the
-// writer; the mapping waits for it before it is unmapped. The pages it
-// dirties (zeros) are written back with the WAL, so the 10% allocated
-// beyond the memtable is written too. Where the kernel lacks the advice,
-// pages fault on first write.
+// pageSize is the granularity madvise works in.
+var pageSize = syscall.Getpagesize()
+
+// populateAhead keeps the pages up to reach bytes ahead of the writer
+// faulted in, on goroutines of their own (populate): the whole mapping in one
+// call, or a window, half of it at a time once the writer is within half of
+// it of the populated pages' end.
+//
+// A first write to a page of a shared file mapping is a page fault (the
+// kernel allocates the page-cache page and the file system's page_mkwrite
+// runs); on this project's VM it cost about 9 us, paid on the writer's
+// path without populating. A microbenchmark writing 140-byte records
+// through a fresh 4.4 MB mapping took 663 ns a record without and 300-450
+// ns with. Populating also dirties the pages (zeros), which is why a WAL
+// whose writers sync gets a window (walWriter.populateReach).
+func (m *walMapping) populateAhead() {
+	for m.populated < len(m.data) && m.populated-m.off <= m.reach/2 {
+		end := len(m.data)
+		if m.reach < len(m.data) {
+			end = min(m.populated+m.reach/2, end)
+		}
+		m.populate(m.data[m.populated:end])
+		m.populated = end
+	}
+}
+
+// populate faults the pages of free in on a goroutine of its own.
+// Populating changes no byte, so it may run alongside the writer; the
+// mapping waits for it before it is unmapped. Where the kernel lacks the
+// advice, pages fault on first write.
 func (m *walMapping) populate(free []byte) {
 	m.populating.Add(1)
 	go func() {

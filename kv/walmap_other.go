@@ -9,8 +9,10 @@ import "github.com/cockroachdb/pebble/v2/vfs"
 // is not something every system promises.
 const walMappingSupported = false
 
-func mapWAL(vfs.File, int) (*walMapping, error) { return nil, errNoWALMapping }
+func mapWAL(vfs.File, int, int) (*walMapping, error) { return nil, errNoWALMapping }
 
 func (m *walMapping) grow(int) error { return errNoWALMapping }
 
 func (m *walMapping) unmap() error { return nil }
+
+func (m *walMapping) populateAhead() {}

@@ -167,3 +167,76 @@ func TestWALHasData(t *testing.T) {
 	_, err := walHasData(fs, "missing")
 	require.Error(t, err)
 }
+
+// TestWALPopulateReach: a WAL mapping faults its pages in ahead of the
+// writer, the whole mapping or a window that keeps up with the writer and
+// never runs more than its reach ahead (across a growth of the mapping
+// too); a WAL whose commit groups synced (one in eight or more) gives the
+// next WAL's mapping a window, so that a Sync commit does not write a
+// mapping's worth of zero pages, and a WAL written without Sync gives the
+// next one the whole mapping again.
+func TestWALPopulateReach(t *testing.T) {
+	t.Run("populateReach", func(t *testing.T) {
+		for _, tc := range []struct {
+			groups, syncGroups int
+			want               int
+		}{
+			{0, 0, populateWhole},
+			{100, 0, populateWhole},
+			{100, 12, populateWhole},
+			{100, 13, populateWindow},
+			{1, 1, populateWindow},
+			{100, 100, populateWindow},
+		} {
+			w := &walWriter{groups: tc.groups, syncGroups: tc.syncGroups}
+			require.Equal(t, tc.want, w.populateReach(), "%d of %d groups synced", tc.syncGroups, tc.groups)
+		}
+	})
+	if !walMappingSupported {
+		t.Skip("the WAL is mapped on Linux only")
+	}
+	t.Run("mapping", func(t *testing.T) {
+		const size = 1<<20 + 100
+		for _, reach := range []int{populateWhole, populateWindow} {
+			f, err := vfs.Default.Create(vfs.Default.PathJoin(t.TempDir(), "wal"), vfs.WriteCategoryUnspecified)
+			require.NoError(t, err)
+			m, err := mapWAL(f, size, reach)
+			require.NoError(t, err)
+			record := bytes.Repeat([]byte{7}, 1000)
+			for m.off < 3*size {
+				_, err := m.Write(record)
+				require.NoError(t, err)
+				require.LessOrEqual(t, m.populated, len(m.data))
+				require.GreaterOrEqual(t, m.populated, min(m.off+reach/2, len(m.data)), "reach %d: behind the writer", reach)
+				if reach == populateWhole {
+					require.Equal(t, len(m.data), m.populated)
+				} else {
+					require.LessOrEqual(t, m.populated-m.off, reach, "too far ahead")
+				}
+			}
+			require.Greater(t, len(m.data), size, "the mapping grew")
+			require.NoError(t, m.unmap())
+			require.NoError(t, f.Close())
+		}
+	})
+	t.Run("store", func(t *testing.T) {
+		db, err := Open(t.TempDir(), &Options{MemTableSize: 64 << 10})
+		require.NoError(t, err)
+		defer func() { require.NoError(t, db.Close()) }()
+		require.Equal(t, populateWhole, db.wal.mapped.reach, "a new store's first WAL")
+		value := bytes.Repeat([]byte{1}, 1000)
+		// writeUntilRotated writes until the store is on its next WAL.
+		writeUntilRotated := func(o *WriteOptions) {
+			num := db.wal.num
+			for i := 0; db.wal.num == num; i++ {
+				require.NoError(t, db.Set([]byte(fmt.Sprintf("k%06d", i)), value, o))
+			}
+		}
+		writeUntilRotated(Sync)
+		require.Equal(t, populateWindow, db.wal.mapped.reach, "after a WAL of Sync writes")
+		// The next WAL's first group is the Sync write that filled the
+		// last one; the rest do not sync.
+		writeUntilRotated(NoSync)
+		require.Equal(t, populateWhole, db.wal.mapped.reach, "after a WAL of NoSync writes")
+	})
+}

@@ -201,8 +201,10 @@ func (db *DB) commitGroup(group []*commitReq) {
 		return
 	}
 	db.walGroups.Add(1)
+	db.wal.groups++
 	if sync {
 		db.walSyncs.Add(1)
+		db.wal.syncGroups++
 	}
 	if sync || !db.opts.WALBufferNoSync {
 		if err := db.wal.flush(sync); err != nil {
@@ -256,7 +258,7 @@ func (db *DB) rotateMemtable() error {
 		return db.setBGErr(fmt.Errorf("kv: close WAL: %w", err))
 	}
 	num := db.allocFileNum()
-	w, err := createWAL(db.fs, db.fs.PathJoin(db.dir, walFileName(num)), num, db.walPreallocateSize(), db.mapsWAL())
+	w, err := createWAL(db.fs, db.fs.PathJoin(db.dir, walFileName(num)), num, db.walPreallocateSize(), db.mapsWAL(), old.populateReach())
 	if err != nil {
 		return db.setBGErr(fmt.Errorf("kv: create WAL: %w", err))
 	}
