@@ -368,8 +368,12 @@ func (f *Filter) planFix(st *state, i, t, bin, j int, v, x uint64) ([]write, err
 		sel = (sel + 1) & (1<<p.s - 1)
 		return []write{{slot: i, h: x, val: p.value(x, j, sel)}}, nil
 	case Swapping:
-		// Section 2.5: swap with a random other slot of the bin.
-		o := rand.IntN(p.b - 1)
+		// Section 2.5: swap with a random other slot of the bin. The
+		// choice is a hash of the element, the salt and the fix counter,
+		// not a global random draw: random enough that repeated fixes of
+		// one element try other slots, and the same adaptations give the
+		// same filter (reproducible state files and golden tests).
+		o := int(filter.Mix64(x^st.salt^f.seq.Load()*0x9E3779B97F4A7C15) % uint64(p.b-1))
 		if o >= j {
 			o++
 		}
