@@ -223,6 +223,7 @@ func TestWALPopulateReach(t *testing.T) {
 		db, err := Open(t.TempDir(), &Options{MemTableSize: 64 << 10})
 		require.NoError(t, err)
 		defer func() { require.NoError(t, db.Close()) }()
+		require.NotNil(t, db.wal.mapped, "the WAL is not mapped")
 		require.Equal(t, populateWhole, db.wal.mapped.reach, "a new store's first WAL")
 		value := bytes.Repeat([]byte{1}, 1000)
 		// writeUntilRotated writes until the store is on its next WAL.
