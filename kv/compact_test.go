@@ -357,3 +357,34 @@ func TestFlushSplit(t *testing.T) {
 		})
 	}
 }
+
+// TestMetricsReadAmp: L0's Sublevels is its depth (overlapping flushes
+// stack), other levels count 1 when populated, and ReadAmp, their sum, is
+// what an absent Get in the key range checks.
+func TestMetricsReadAmp(t *testing.T) {
+	db, err := Open("db", &Options{FS: vfs.NewMem(), L0CompactionThreshold: 16})
+	require.NoError(t, err)
+	defer db.Close()
+	for f := 0; f < 3; f++ {
+		for i := 0; i < 100; i++ {
+			require.NoError(t, db.Set(fmt.Appendf(nil, "k%03d", 2*i), []byte("v"), NoSync))
+		}
+		require.NoError(t, db.Flush())
+	}
+	m := db.Metrics()
+	require.Equal(t, 3, m.Levels[0].NumFiles)
+	require.Equal(t, 3, m.Levels[0].Sublevels)
+	require.Equal(t, 3, m.ReadAmp())
+	_, err = db.Get([]byte("k101")) // absent, inside every table's range
+	require.ErrorIs(t, err, ErrNotFound)
+	require.Equal(t, uint64(m.ReadAmp()), db.Metrics().FilterChecks-m.FilterChecks)
+
+	require.NoError(t, db.Compact(nil, nil))
+	m = db.Metrics()
+	require.Zero(t, m.Levels[0].Sublevels)
+	require.Equal(t, 1, m.Levels[compaction.NumLevels-1].Sublevels)
+	require.Equal(t, 1, m.ReadAmp())
+	_, err = db.Get([]byte("k101"))
+	require.ErrorIs(t, err, ErrNotFound)
+	require.Equal(t, uint64(1), db.Metrics().FilterChecks-m.FilterChecks)
+}

@@ -10,6 +10,11 @@ import (
 type LevelMetrics struct {
 	NumFiles int
 	Size     uint64
+	// Sublevels is the level's read amplification: for L0 the most L0
+	// tables whose key ranges hold one key (compaction.L0Depth, Pebble's
+	// L0 sublevel count), for L1..L6 1 when the level holds tables and 0
+	// when it is empty.
+	Sublevels int
 }
 
 // Metrics are the store's counters (names as in docs/ARCHITECTURE.md, "Metrics"). The table
@@ -103,6 +108,16 @@ func (m Metrics) ProbesPerGet() float64 {
 	return float64(m.FalsePositiveProbes+m.TruePositiveProbes) / float64(m.Gets)
 }
 
+// ReadAmp is the tree's read amplification: the most tables a point read
+// may check, the sum of the levels' Sublevels (Pebble's Metrics.ReadAmp).
+func (m Metrics) ReadAmp() int {
+	n := 0
+	for _, l := range m.Levels {
+		n += l.Sublevels
+	}
+	return n
+}
+
 // Metrics returns the current counters.
 func (db *DB) Metrics() Metrics {
 	v := db.currentVersion()
@@ -111,6 +126,12 @@ func (db *DB) Metrics() Metrics {
 	var live []uint64
 	for lvl, ts := range v.levels {
 		m.Levels[lvl].NumFiles = len(ts)
+		switch {
+		case lvl == 0:
+			m.Levels[lvl].Sublevels = compaction.L0Depth(ts, nil)
+		case len(ts) > 0:
+			m.Levels[lvl].Sublevels = 1
+		}
 		for _, t := range ts {
 			m.Levels[lvl].Size += t.Size
 			live = append(live, t.FileNum)
