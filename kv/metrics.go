@@ -8,8 +8,10 @@ import (
 
 // LevelMetrics describe one level of the tree.
 type LevelMetrics struct {
+	// NumFiles is the number of tables in the level.
 	NumFiles int
-	Size     uint64
+	// Size is the bytes of those tables' files.
+	Size uint64
 	// Sublevels is the level's read amplification: for L0 the most L0
 	// tables whose key ranges hold one key (compaction.L0Depth, Pebble's
 	// L0 sublevel count), for L1..L6 1 when the level holds tables and 0
