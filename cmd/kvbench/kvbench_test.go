@@ -194,6 +194,7 @@ func TestBadArguments(t *testing.T) {
 		{"-workloads", "nosuchworkload"},
 		{"-workloads", "/nonexistent/file"},
 		{"-threads", "0"},
+		{"-target", "-1"},
 		{"-records", "0"},
 		{"-plot", "x.gif", "-records", "10", "-policies", "fake", "-workloads", "c", "-ops", "1"},
 		{"positional"},
@@ -378,4 +379,19 @@ func TestWriteAmp(t *testing.T) {
 		t.Logf("%s/%s: write amplification %.2f", r.Policy, r.Workload, *r.WriteAmp)
 	}
 	require.Contains(t, table, "WA")
+}
+
+// TestTarget: with -target a workload offers at most that many operations
+// per second: two threads at 20000 ops/s in all (one operation each per
+// 100 us) cannot finish 3000 operations before the last of each (its
+// 1500th) is due, 149.9 ms after the start, less the pacer's slack. The
+// fake store alone runs them in a few milliseconds.
+func TestTarget(t *testing.T) {
+	_, results, _ := runJSON(t, "-policies", "fake", "-workloads", "c", "-records", "2000", "-ops", "3000",
+		"-threads", "2", "-target", "20000", "-calibrate", "100")
+	require.Len(t, results, 1)
+	r := results[0]
+	require.Equal(t, uint64(3000), r.Ops)
+	require.GreaterOrEqual(t, r.Seconds, 0.1499-pacerSlack.Seconds())
+	require.LessOrEqual(t, r.OpsPerSec, 3000/(0.1499-pacerSlack.Seconds()))
 }

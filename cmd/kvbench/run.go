@@ -72,6 +72,7 @@ type options struct {
 	policies, workloads     string
 	records, ops            uint64
 	threads, bits, knownNeg int
+	target                  float64
 	dir                     string
 	seed                    uint64
 	jsonPath, csvPath, plot string
@@ -99,6 +100,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.Uint64Var(&o.records, "records", 0, "records to load (default: the first workload's recordcount; every built-in workload says 500000)")
 	fs.Uint64Var(&o.ops, "ops", 0, "operations per workload (0: each file's operationcount); the adversary then starts with ops/adversarysubrounds keys")
 	fs.IntVar(&o.threads, "threads", 1, "worker threads for load and mixed workloads (the adversary is single-threaded)")
+	fs.Float64Var(&o.target, "target", 0, "throttle mixed workloads to N operations per second over all threads (YCSB's -target), so that\nstores are compared at the same offered load (0: as fast as each store goes)")
 	fs.IntVar(&o.bits, "bits", 10, "bits/key of the bloom policy and of the Pebble peer's bloom filter")
 	fs.IntVar(&o.knownNeg, "knownnegatives", 0, "absent keys each adaptkv store remembers for its new tables (kv.Options.KnownNegatives; 0: default, -1: off)")
 	fs.StringVar(&o.dir, "dir", "", "keep each store's data in DIR/<policy> and reuse it when it matches (default: a temporary directory, removed);\nkept stores keep their adapted filters, so rerun with another -seed for fresh absent keys")
@@ -124,6 +126,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	})
 	if o.threads < 1 || o.bits < 1 || o.memTable < 1<<10 || o.targetFile < 1<<10 || o.calibrate < 1 {
 		return errors.New("-threads, -bits, -calibrate must be positive; -memtable-size, -target-file-size at least 1 KiB")
+	}
+	if !(o.target >= 0 && o.target <= 1e9) {
+		return fmt.Errorf("-target %v: want operations per second in [0, 1e9]", o.target)
 	}
 	workloads, err := loadWorkloads(o.workloads)
 	if err != nil {
@@ -303,7 +308,7 @@ func benchPolicy(pol string, cfg StoreConfig, base string, o options, workloads 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	r := &runner{policy: pol, threads: o.threads, seed: o.seed, valueSize: valueSize, progress: prog}
+	r := &runner{policy: pol, threads: o.threads, target: o.target, seed: o.seed, valueSize: valueSize, progress: prog}
 	t0 := time.Now()
 	split := uint64(float64(o.records) * bottomShare)
 	if reuse {

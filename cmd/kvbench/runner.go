@@ -44,6 +44,7 @@ type runner struct {
 	store     Store
 	policy    string
 	threads   int
+	target    float64 // operations per second over all threads (0: unthrottled)
 	seed      uint64
 	valueSize int
 	records   uint64 // records in the store (grows with inserts)
@@ -254,7 +255,9 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 			}
 			key := make([]byte, 0, 64)
 			val := make([]byte, w.ValueSize())
+			pace := newPacer(r.target/float64(r.threads), start)
 			for i := uint64(0); i < n; i++ {
+				pace.wait(i)
 				op := s.Next()
 				var err error
 				t0 := time.Now()
@@ -523,4 +526,34 @@ func (r *runner) adversary(w *ycsb.Workload, cal calibration) (*Result, error) {
 	}
 	fillCounters(res, after.Sub(before), cal)
 	return res, nil
+}
+
+// pacer holds a worker to a rate (YCSB's -target): operation i starts no
+// earlier than start + i/rate. It sleeps only when ahead by more than
+// pacerSlack, so a worker that fell behind runs its operations back to
+// back until it has caught up, and the rate holds on average.
+type pacer struct {
+	interval time.Duration // 0: unthrottled
+	start    time.Time
+}
+
+// pacerSlack is how far ahead of its schedule a worker may run before it
+// sleeps: a sleep is a timer and a wake-up, tens of microseconds.
+const pacerSlack = 50 * time.Microsecond
+
+func newPacer(rate float64, start time.Time) pacer {
+	if rate <= 0 {
+		return pacer{}
+	}
+	return pacer{interval: time.Duration(float64(time.Second) / rate), start: start}
+}
+
+// wait returns when operation i may start.
+func (p pacer) wait(i uint64) {
+	if p.interval == 0 {
+		return
+	}
+	if d := time.Until(p.start.Add(time.Duration(i) * p.interval)); d > pacerSlack {
+		time.Sleep(d)
+	}
 }
