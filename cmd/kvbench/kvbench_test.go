@@ -195,6 +195,8 @@ func TestBadArguments(t *testing.T) {
 		{"-workloads", "/nonexistent/file"},
 		{"-threads", "0"},
 		{"-target", "-1"},
+		{"-target", "0.5"},
+		{"-target", "NaN"},
 		{"-records", "0"},
 		{"-plot", "x.gif", "-records", "10", "-policies", "fake", "-workloads", "c", "-ops", "1"},
 		{"positional"},

@@ -127,8 +127,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if o.threads < 1 || o.bits < 1 || o.memTable < 1<<10 || o.targetFile < 1<<10 || o.calibrate < 1 {
 		return errors.New("-threads, -bits, -calibrate must be positive; -memtable-size, -target-file-size at least 1 KiB")
 	}
-	if !(o.target >= 0 && o.target <= 1e9) {
-		return fmt.Errorf("-target %v: want operations per second in [0, 1e9]", o.target)
+	if !(o.target == 0 || (o.target >= 1 && o.target <= 1e9)) {
+		return fmt.Errorf("-target %v: want 0 (unthrottled) or operations per second in [1, 1e9]", o.target)
 	}
 	workloads, err := loadWorkloads(o.workloads)
 	if err != nil {

@@ -548,7 +548,7 @@ func newPacer(rate float64, start time.Time) pacer {
 	return pacer{interval: time.Duration(float64(time.Second) / rate), start: start}
 }
 
-// wait returns when operation i may start.
+// wait returns when operation i is due, or less than pacerSlack before.
 func (p pacer) wait(i uint64) {
 	if p.interval == 0 {
 		return
