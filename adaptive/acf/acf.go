@@ -127,9 +127,15 @@ func elementHash(seed uint64, key []byte) uint64 {
 	return h
 }
 
+// saltedMix mixes hash h with the salt and a counter n (a table number, a
+// fix count) into a new 64-bit hash.
+func saltedMix(h, salt, n uint64) uint64 {
+	return filter.Mix64(h ^ salt ^ n*0x9E3779B97F4A7C15)
+}
+
 // loc is the bin of hash h in table t under salt.
 func (p params) loc(salt, h uint64, t int) int {
-	x := filter.Mix64(h ^ salt ^ uint64(t+1)*0x9E3779B97F4A7C15)
+	x := saltedMix(h, salt, uint64(t+1))
 	hi, _ := bits.Mul64(x, uint64(p.bins))
 	return int(hi)
 }
@@ -373,7 +379,7 @@ func (f *Filter) planFix(st *state, i, t, bin, j int, v, x uint64) ([]write, err
 		// not a global random draw: random enough that repeated fixes of
 		// one element try other slots, and the same adaptations give the
 		// same filter (reproducible state files and golden tests).
-		o := int(filter.Mix64(x^st.salt^f.seq.Load()*0x9E3779B97F4A7C15) % uint64(p.b-1))
+		o := int(saltedMix(x, st.salt, f.seq.Load()) % uint64(p.b-1))
 		if o >= j {
 			o++
 		}
