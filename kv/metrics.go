@@ -13,9 +13,10 @@ type LevelMetrics struct {
 	// Size is the bytes of those tables' files.
 	Size uint64
 	// Sublevels is the level's read amplification: for L0 the most L0
-	// tables whose key ranges hold one key (compaction.L0Depth, Pebble's
-	// L0 sublevel count), for L1..L6 1 when the level holds tables and 0
-	// when it is empty.
+	// tables whose key ranges hold one key (compaction.L0Depth, the depth
+	// Pebble's L0 score counts; Pebble's own Sublevels counts its L0
+	// sublevels, which can be more), for L1..L6 1 when the level holds
+	// tables and 0 when it is empty.
 	Sublevels int
 }
 
@@ -111,7 +112,8 @@ func (m Metrics) ProbesPerGet() float64 {
 }
 
 // ReadAmp is the tree's read amplification: the most tables a point read
-// may check, the sum of the levels' Sublevels (Pebble's Metrics.ReadAmp).
+// may check, the sum of the levels' Sublevels (Pebble's Metrics.ReadAmp,
+// with L0 counted by its depth).
 func (m Metrics) ReadAmp() int {
 	n := 0
 	for _, l := range m.Levels {
