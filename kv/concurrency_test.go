@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -213,4 +214,117 @@ func TestGroupCommit(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
+}
+
+// TestSnapshotsStableUnderWrites takes snapshots while four writers commit
+// two-key batches, with small memtables that rotate and flush meanwhile.
+// Each snapshot shows, of each writer's batches (committed one after
+// another), a prefix, whole batches only, at least every batch committed
+// before it was taken, and the same again when read a second time: a later
+// batch is never visible before an earlier one, and nothing appears in a
+// snapshot after it was taken. Reads check the batches around each writer's
+// frontier with Gets, and now and then the whole snapshot with an iterator.
+func TestSnapshotsStableUnderWrites(t *testing.T) {
+	db, err := Open("db", &Options{FS: vfs.NewMem(), MemTableSize: 64 << 10})
+	require.NoError(t, err)
+	defer db.Close()
+	const writers, per = 4, 20000
+	key := func(w, i int, half string) []byte { return fmt.Appendf(nil, "w%d-%06d-%s", w, i, half) }
+	var done [writers]atomic.Int64 // batches committed, per writer
+	var wg sync.WaitGroup
+	var left atomic.Int32
+	left.Store(writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer left.Add(-1)
+			var b Batch
+			for i := range per {
+				b.Reset()
+				_ = b.Set(key(w, i, "a"), []byte("v"))
+				_ = b.Set(key(w, i, "b"), []byte("v"))
+				if err := db.Apply(&b, NoSync); err != nil {
+					t.Error(err)
+					return
+				}
+				done[w].Store(int64(i + 1))
+			}
+		}()
+	}
+	// frontier returns how many of writer w's batches in [lo, hi) s shows
+	// beyond lo, checking that they are a prefix, whole.
+	frontier := func(s *Snapshot, w, lo, hi int) int {
+		n := 0
+		for i := lo; i < hi; i++ {
+			_, errA := s.Get(key(w, i, "a"))
+			_, errB := s.Get(key(w, i, "b"))
+			require.Equal(t, errA, errB, "writer %d batch %d torn", w, i)
+			if errA != nil {
+				require.ErrorIs(t, errA, ErrNotFound)
+				for j := i + 1; j < hi; j++ {
+					_, err := s.Get(key(w, j, "a"))
+					require.ErrorIs(t, err, ErrNotFound, "writer %d: batch %d visible, %d not", w, j, i)
+				}
+				break
+			}
+			n++
+		}
+		return n
+	}
+	// scan returns, per writer, how many of its batches s shows, checking
+	// that they are its first ones, whole.
+	scan := func(s *Snapshot) [writers]int {
+		it, err := s.NewIter(nil)
+		require.NoError(t, err)
+		defer it.Close()
+		var n [writers]int
+		for ok := it.First(); ok; ok = it.Next() {
+			var w, i int
+			var half string
+			_, err := fmt.Sscanf(string(it.Key()), "w%d-%06d-%s", &w, &i, &half)
+			require.NoError(t, err)
+			require.Equal(t, n[w], i, "writer %d: batch %d visible before batch %d", w, i, n[w])
+			require.Equal(t, "a", half)
+			require.True(t, it.Next(), "batch %d of writer %d torn", i, w)
+			require.Equal(t, string(key(w, i, "b")), string(it.Key()))
+			n[w]++
+		}
+		require.NoError(t, it.Error())
+		return n
+	}
+	snaps := 0
+	for ; left.Load() > 0; snaps++ {
+		var before, after [writers]int
+		for w := range writers {
+			before[w] = int(done[w].Load())
+		}
+		s := db.NewSnapshot()
+		for w := range writers {
+			after[w] = int(done[w].Load())
+		}
+		var seen [writers]int
+		for w := range writers {
+			// Batches before before[w] were committed before s was taken;
+			// those after after[w]+1 began after it.
+			lo := max(before[w]-1, 0)
+			seen[w] = frontier(s, w, lo, min(after[w]+2, per))
+			require.GreaterOrEqual(t, lo+seen[w], before[w], "writer %d: a committed batch is missing", w)
+		}
+		runtime.Gosched()
+		for w := range writers {
+			lo := max(before[w]-1, 0)
+			require.Equal(t, seen[w], frontier(s, w, lo, min(after[w]+2, per)), "writer %d: a snapshot changed", w)
+		}
+		if snaps%64 == 0 {
+			first := scan(s)
+			require.Equal(t, first, scan(s), "a snapshot changed")
+		}
+		require.NoError(t, s.Close())
+	}
+	wg.Wait()
+	t.Logf("%d snapshots read", snaps)
+	s := db.NewSnapshot()
+	defer s.Close()
+	require.Equal(t, [writers]int{per, per, per, per}, scan(s))
 }

@@ -174,13 +174,7 @@ func (m *MemTable) Add(key base.InternalKey, value []byte) {
 	h := int(m.height.Load())
 	kp := keyPrefix(key.UserKey)
 	for lvl := h - 1; lvl >= 0; lvl-- {
-		for {
-			nx := x.next(lvl).Load()
-			if nx == nil || compare(nx, key, kp) >= 0 {
-				break
-			}
-			x = nx
-		}
+		x, _ = splice(x, key, kp, lvl)
 		preds[lvl] = x
 	}
 	nh := m.randomHeight()
@@ -212,39 +206,51 @@ func (m *MemTable) Len() int { return int(m.count.Load()) }
 // Empty reports whether the memtable holds no entry.
 func (m *MemTable) Empty() bool { return m.count.Load() == 0 }
 
-// findGE returns the first node whose key is >= key, or nil.
-func (m *MemTable) findGE(key base.InternalKey) *node {
+// splice walks level lvl from x, whose key is below key (or the head), to
+// the last node below key and the node after it (nil at the end).
+func splice(x *node, key base.InternalKey, kp uint64, lvl int) (pred, succ *node) {
+	for {
+		nx := x.next(lvl).Load()
+		if nx == nil || compare(nx, key, kp) >= 0 {
+			return x, nx
+		}
+		x = nx
+	}
+}
+
+// seek returns the last node whose key is < key (or the head) and the
+// node after it on level 0 (nil at the end), both as its walk saw them.
+// The successor must be the one the walk compared, not a second load of
+// pred's link: an Add may link a node (below key) after pred in between.
+func (m *MemTable) seek(key base.InternalKey) (pred, succ *node) {
 	x := m.head
 	kp := keyPrefix(key.UserKey)
 	for lvl := int(m.height.Load()) - 1; lvl >= 0; lvl-- {
+		// splice's walk, written out: this is every read's hot loop.
 		for {
 			nx := x.next(lvl).Load()
 			if nx == nil || compare(nx, key, kp) >= 0 {
+				succ = nx
 				break
 			}
 			x = nx
 		}
 	}
-	return x.tower[0].Load()
+	return x, succ
+}
+
+// findGE returns the first node whose key is >= key, or nil.
+func (m *MemTable) findGE(key base.InternalKey) *node {
+	_, succ := m.seek(key)
+	return succ
 }
 
 // findLT returns the last node whose key is < key, or nil.
 func (m *MemTable) findLT(key base.InternalKey) *node {
-	x := m.head
-	kp := keyPrefix(key.UserKey)
-	for lvl := int(m.height.Load()) - 1; lvl >= 0; lvl-- {
-		for {
-			nx := x.next(lvl).Load()
-			if nx == nil || compare(nx, key, kp) >= 0 {
-				break
-			}
-			x = nx
-		}
+	if pred, _ := m.seek(key); pred != m.head {
+		return pred
 	}
-	if x == m.head {
-		return nil
-	}
-	return x
+	return nil
 }
 
 func (m *MemTable) findLast() *node {

@@ -2,9 +2,11 @@ package memtable
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/adaptkv/adaptkv/internal/base"
@@ -123,6 +125,40 @@ func TestConcurrentReaders(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, n, m.Len())
+}
+
+// TestConcurrentGetFindsPublished runs Gets while a writer inserts keys in
+// random order: a key whose Add returned before the Get began is always
+// found. (A search that ended at the last node below the key and then read
+// that node's link again returned whatever a concurrent Add had linked
+// there in between, a node below the key: the key seemed absent.)
+func TestConcurrentGetFindsPublished(t *testing.T) {
+	m := New()
+	const n = 200000
+	rng := rand.New(rand.NewPCG(5, 6))
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "k%08d", rng.Uint32())
+	}
+	var added atomic.Int64 // keys[:added] are in
+	go func() {
+		for i, k := range keys {
+			m.Add(ik(string(k), uint64(i+1), base.KindSet), k)
+			added.Store(int64(i + 1))
+		}
+	}()
+	gets, misses := 0, 0
+	for c := added.Load(); c < n; c = added.Load() {
+		if c == 0 {
+			continue
+		}
+		k := keys[rng.IntN(int(c))]
+		if v, _, ok := m.Get(k, math.MaxUint64); !ok || string(v) != string(k) {
+			misses++
+		}
+		gets++
+	}
+	require.Zero(t, misses, "%d of %d Gets missed a key added before them", misses, gets)
 }
 
 // TestPrefixCompare checks that comparing by the 8-byte prefix first orders
