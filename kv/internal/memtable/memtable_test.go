@@ -127,14 +127,16 @@ func TestConcurrentReaders(t *testing.T) {
 	require.Equal(t, n, m.Len())
 }
 
-// TestConcurrentGetFindsPublished runs Gets while a writer inserts keys in
-// random order: a key whose Add returned before the Get began is always
-// found. (A search that ended at the last node below the key and then read
-// that node's link again returned whatever a concurrent Add had linked
-// there in between, a node below the key: the key seemed absent.)
+// TestConcurrentGetFindsPublished runs Gets and seeks while a writer
+// inserts keys in random order: a key whose Add returned before the read
+// began is always found, by Get, by SeekGE to it and by SeekLT to its
+// immediate successor. (A search that ended at the last node below the key
+// and then read that node's link again returned whatever a concurrent Add
+// had linked there in between, a node below the key: the key seemed
+// absent.)
 func TestConcurrentGetFindsPublished(t *testing.T) {
 	m := New()
-	const n = 200000
+	const n = 600000
 	rng := rand.New(rand.NewPCG(5, 6))
 	keys := make([][]byte, n)
 	for i := range keys {
@@ -156,9 +158,16 @@ func TestConcurrentGetFindsPublished(t *testing.T) {
 		if v, _, ok := m.Get(k, math.MaxUint64); !ok || string(v) != string(k) {
 			misses++
 		}
-		gets++
+		it := m.NewIter()
+		if !it.SeekGE(k) || string(it.Key().UserKey) != string(k) {
+			misses++
+		}
+		if !it.SeekLT(append(slices.Clip(k), 0)) || string(it.Key().UserKey) != string(k) {
+			misses++
+		}
+		gets += 3
 	}
-	require.Zero(t, misses, "%d of %d Gets missed a key added before them", misses, gets)
+	require.Zero(t, misses, "%d of %d reads missed a key added before them", misses, gets)
 }
 
 // TestPrefixCompare checks that comparing by the 8-byte prefix first orders
