@@ -24,6 +24,10 @@
 // still see: per user key, the newest version visible to each live snapshot
 // and to the latest state. When the output is the bottommost data for its
 // range, tombstones with no older kept value beneath them are dropped.
+// Given the plan's grandparents (the tables its outputs will next be
+// compacted into), Run cuts outputs where a grandparent begins, as RocksDB
+// and Pebble do, so that a later compaction of an output rewrites no
+// grandparent it barely overlaps.
 //
 // A compaction, as the kv package drives it:
 //
@@ -34,6 +38,7 @@
 //		Snapshots:      liveSnapshots, // ascending
 //		DropTombstones: p.IsBottommost(levels),
 //		TargetFileSize: opts.TargetFileSize,
+//		Grandparents:   p.Grandparents(levels),
 //		NewOutput:      newTableOutput, // e.g. over sstable.Create
 //	})
 //	in.Close()

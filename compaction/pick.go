@@ -170,6 +170,21 @@ func (p *Plan) UserKeyRange() (smallest, largest []byte) {
 	return keyRange(p.Tables())
 }
 
+// Grandparents returns the tables the plan's outputs will next be
+// compacted into (RunOptions.Grandparents): those of the first populated
+// level below OutputLevel that overlap the plan's key range (the level a
+// compaction of the outputs writes to, as SkipEmptyLevels passes the empty
+// ones), in key order; nil from the last level.
+func (p *Plan) Grandparents(levels [NumLevels][]*TableMeta) []*TableMeta {
+	lo, hi := p.UserKeyRange()
+	for l := p.OutputLevel + 1; l < NumLevels; l++ {
+		if len(levels[l]) > 0 {
+			return overlapping(levels[l], lo, hi)
+		}
+	}
+	return nil
+}
+
 // IsBottommost reports whether no level below the plan's output level holds
 // a table overlapping the plan's user key range, i.e. whether Run may drop
 // tombstones (RunOptions.DropTombstones).

@@ -745,3 +745,20 @@ func TestFlushSplitKeys(t *testing.T) {
 	levels[6] = levels[6][:1]
 	require.Empty(t, FlushSplitKeys(levels, Options{}), "one table: nothing to split at")
 }
+
+// TestPlanGrandparents: a plan's grandparents are the overlapping tables of
+// the first populated level below its output level.
+func TestPlanGrandparents(t *testing.T) {
+	var levels [NumLevels][]*TableMeta
+	levels[2] = []*TableMeta{tm(1, 10, "c", "f")}
+	levels[4] = []*TableMeta{tm(2, 10, "a", "b"), tm(3, 10, "b~", "d"), tm(4, 10, "e", "g"), tm(5, 10, "h", "k")}
+	levels[6] = []*TableMeta{tm(6, 10, "a", "z")}
+	p := &Plan{Level: 1, OutputLevel: 2, Inputs: []*TableMeta{tm(7, 10, "c", "e")}, Overlapping: levels[2]}
+	// L3 is empty: the outputs' next compaction writes to L4.
+	require.Equal(t, []uint64{3, 4}, fileNums(p.Grandparents(levels)))
+	p = &Plan{Level: 4, OutputLevel: 6, Inputs: levels[4][:1], Overlapping: levels[6]}
+	require.Nil(t, p.Grandparents(levels), "no level below the last")
+	levels[6] = nil
+	p = &Plan{Level: 4, OutputLevel: 5, Inputs: levels[4][:1]}
+	require.Nil(t, p.Grandparents(levels), "nothing below the output level")
+}

@@ -36,8 +36,14 @@ type RunOptions struct {
 	// so tombstones that hide nothing from any reader are dropped.
 	DropTombstones bool
 	// TargetFileSize cuts the output into tables of about this size
-	// (Output.EstimatedSize); 0 writes a single table.
+	// (Output.EstimatedSize); 0 writes a single table. With Grandparents,
+	// between half and twice this size (see Run, Cutting).
 	TargetFileSize uint64
+	// Grandparents are the tables of the level the output will be compacted
+	// into next that overlap the input, in key order (Plan.Grandparents).
+	// Run prefers to cut an output just before one of them begins, so that
+	// the output later overlaps fewer of them. Empty: cut by size alone.
+	Grandparents []*TableMeta
 	// NewOutput opens the next output table. Run opens outputs lazily, so an
 	// input whose entries are all dropped opens none.
 	NewOutput func() (Output, error)
@@ -75,9 +81,19 @@ const cancelCheckInterval = 4096
 // oldest run of kept tombstones of each user key. A tombstone above an older
 // kept Set is always kept, since some snapshot sees it instead of the Set.
 //
-// Cutting. Before the first kept version of a user key Run finishes the
-// current output if its EstimatedSize is at least TargetFileSize; the
-// versions of one user key therefore never straddle two tables.
+// Cutting. Run finishes the current output only before the first kept
+// version of a user key, so the versions of one user key never straddle
+// two tables. Without Grandparents it does so once the output's
+// EstimatedSize reaches TargetFileSize. With them it aligns outputs with
+// the grandparents' starts (RocksDB's and Pebble's heuristic, parameters
+// from Pebble's compaction output splitter): an output that later
+// compacts into the grandparent level then rewrites no grandparent it
+// barely touches. It cuts below half the target never, at twice the target
+// always, and in between before a key that starts past a grandparent's
+// first key, once the output has (50 + 5*min(b-1, 8))% of the target, b
+// being the grandparent starts passed since the output began (so where
+// grandparents are dense it waits for a fuller table, at most 90%); past
+// the last grandparent it cuts at the target.
 //
 // Errors. An error from the input, an output, NewOutput or cancellation
 // aborts the output in progress and is returned (wrapped) together with the
@@ -109,6 +125,11 @@ type runner struct {
 	opts RunOptions
 	out  Output       // output in progress, nil if none
 	done []*TableMeta // finished outputs
+
+	// Grandparent cutting: gp is the next grandparent whose first key the
+	// kept keys have not passed; passed counts the grandparent starts passed
+	// since the current output began.
+	gp, passed int
 
 	userKey  []byte   // user key of the current group (copied)
 	started  bool     // the current user key has been written to out
@@ -189,9 +210,13 @@ func (r *runner) run(in base.Iterator) error {
 func (r *runner) add(k base.InternalKey, value []byte) error {
 	if !r.started {
 		r.started = true
-		if r.out != nil && r.opts.TargetFileSize > 0 && r.out.EstimatedSize() >= r.opts.TargetFileSize {
-			if err := r.finish(); err != nil {
-				return err
+		n := r.passGrandparents(k.UserKey)
+		if r.out != nil {
+			r.passed += n
+			if r.shouldCut(n > 0) {
+				if err := r.finish(); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -211,11 +236,48 @@ func (r *runner) add(k base.InternalKey, value []byte) error {
 	return nil
 }
 
+// passGrandparents moves past the grandparents that begin at or below
+// userKey and returns how many there were.
+func (r *runner) passGrandparents(userKey []byte) int {
+	gps := r.opts.Grandparents
+	n := 0
+	for r.gp < len(gps) && bytes.Compare(gps[r.gp].Smallest.UserKey, userKey) <= 0 {
+		r.gp++
+		n++
+	}
+	return n
+}
+
+// shouldCut decides whether to finish the current output before a new
+// user key; atBoundary says the key passed a grandparent's start (see
+// Run, Cutting).
+func (r *runner) shouldCut(atBoundary bool) bool {
+	target := r.opts.TargetFileSize
+	if target == 0 {
+		return false
+	}
+	size := r.out.EstimatedSize()
+	switch {
+	case len(r.opts.Grandparents) == 0:
+		return size >= target
+	case size < target/2:
+		return false
+	case size >= 2*target:
+		return true
+	case !atBoundary:
+		return r.gp == len(r.opts.Grandparents) && size >= target
+	default:
+		pct := 50 + 5*uint64(min(r.passed-1, 8))
+		return size >= target*pct/100
+	}
+}
+
 // finish completes the output in progress, if any.
 func (r *runner) finish() error {
 	if r.out == nil {
 		return nil
 	}
+	r.passed = 0
 	meta, err := r.out.Finish()
 	if err == nil && meta == nil {
 		err = errors.New("Finish returned nil metadata")

@@ -1,6 +1,7 @@
 package compaction
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -442,4 +443,122 @@ func TestRunErrors(t *testing.T) {
 		require.Empty(t, s.outs)
 	})
 	_ = errors.New
+}
+
+// gpKeys returns 20-byte entries (in memOutput) for user keys k000..k(n-1),
+// one version each.
+func gpKeys(n int) []entry {
+	es := make([]entry, n)
+	for i := range es {
+		es[i] = entry{key: base.InternalKey{UserKey: []byte(fmt.Sprintf("k%03d", i)), Seq: uint64(i + 1), Kind: base.KindSet}, value: []byte("vvvvvvvv")}
+	}
+	return es
+}
+
+// gpTables returns grandparent tables starting at the given key numbers,
+// each ending just before the next.
+func gpTables(starts ...int) []*TableMeta {
+	var ts []*TableMeta
+	for i, s := range starts {
+		end := s + 1
+		if i+1 < len(starts) {
+			end = starts[i+1]
+		}
+		ts = append(ts, tm(uint64(100+i), 1, fmt.Sprintf("k%03d", s), fmt.Sprintf("k%03d", end-1)+"~"))
+	}
+	return ts
+}
+
+// TestRunGrandparentCutting follows outputs cut at grandparent starts on a
+// worked example: 100 keys of 20 bytes, target 200 bytes (10 keys).
+func TestRunGrandparentCutting(t *testing.T) {
+	run := func(gps []*TableMeta) []string {
+		sink := &memSink{}
+		metas, err := Run(newSliceIter(gpKeys(100)), RunOptions{TargetFileSize: 200, Grandparents: gps, NewOutput: sink.NewOutput})
+		require.NoError(t, err)
+		require.Equal(t, gpKeys(100), sink.finished())
+		var got []string
+		for _, m := range metas {
+			got = append(got, fmt.Sprintf("%s-%s", m.Smallest.UserKey, m.Largest.UserKey))
+		}
+		return got
+	}
+	require.Equal(t, []string{
+		"k000-k006", // at k007's start: 140 bytes, over half the target
+		"k007-k018", // full at k017, but waits for k019's start (240 bytes)
+		"k019-k025",
+		"k026-k040",
+		"k041-k059", // 380 bytes: under twice the target
+		"k060-k079", // twice the target at k080: cut, though no grandparent starts there
+		"k080-k084", // exactly half the target at k085's start
+		"k085-k094", // past the last grandparent: by size
+		"k095-k099",
+	}, run(gpTables(7, 19, 26, 41, 60, 85)))
+
+	// Dense grandparents (one every other key) raise the size wanted at a
+	// start by 5% of the target for each start passed: at k006 the output
+	// has passed 3 starts and holds 120 bytes, the 60% it needs.
+	require.Equal(t, "k000-k005", run(gpTables(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20))[0])
+
+	// Grandparents that all start before the input: cut by size alone.
+	require.Equal(t, []string{"k000-k009", "k010-k019", "k020-k029", "k030-k039", "k040-k049",
+		"k050-k059", "k060-k069", "k070-k079", "k080-k089", "k090-k099"}, run([]*TableMeta{tm(1, 1, "a", "b")}))
+}
+
+// TestRunGrandparentCuttingRandom checks, on random inputs and grandparent
+// levels, that cutting at grandparent starts keeps every entry, never
+// splits a user key, keeps every output but the last within [target/2,
+// 2*target + one key), cuts only at a grandparent start, at twice the
+// target, or past the last grandparent, and that outputs overlap fewer
+// grandparents in total than outputs cut by size alone.
+func TestRunGrandparentCuttingRandom(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	const target = 400
+	overlapsOf := func(metas []*TableMeta, gps []*TableMeta) int {
+		n := 0
+		for _, m := range metas {
+			n += len(overlapping(gps, m.Smallest.UserKey, m.Largest.UserKey))
+		}
+		return n
+	}
+	aligned, bySize := 0, 0
+	for iter := 0; iter < 300; iter++ {
+		nKeys := 50 + rng.Intn(400)
+		es := gpKeys(nKeys)
+		// Grandparents: random starts over a range a bit wider than the input.
+		var starts []int
+		for k := rng.Intn(20) - 10; k < nKeys+10; k += 1 + rng.Intn(40) {
+			starts = append(starts, max(k, 0))
+		}
+		starts = slices.Compact(starts)
+		gps := gpTables(starts...)
+		sink := &memSink{}
+		metas, err := Run(newSliceIter(es), RunOptions{TargetFileSize: target, Grandparents: gps, NewOutput: sink.NewOutput})
+		require.NoError(t, err)
+		require.Equal(t, es, sink.finished())
+		for i, m := range metas {
+			if i == len(metas)-1 {
+				break
+			}
+			require.GreaterOrEqual(t, m.Size, uint64(target/2), "output %d", i)
+			require.Less(t, m.Size, uint64(2*target+20), "output %d", i)
+			next := metas[i+1].Smallest.UserKey
+			require.NotEqual(t, m.Largest.UserKey, next)
+			atStart := false
+			for _, g := range gps {
+				if bytes.Compare(g.Smallest.UserKey, m.Largest.UserKey) > 0 && bytes.Compare(g.Smallest.UserKey, next) <= 0 {
+					atStart = true
+				}
+			}
+			pastLast := bytes.Compare(gps[len(gps)-1].Smallest.UserKey, m.Largest.UserKey) <= 0
+			require.True(t, atStart || m.Size >= 2*target || (pastLast && m.Size >= target),
+				"output %d (%s..%s, %d bytes) cut at no grandparent start", i, m.Smallest.UserKey, m.Largest.UserKey, m.Size)
+		}
+		aligned += overlapsOf(metas, gps)
+		sizeOnly, err := Run(newSliceIter(es), RunOptions{TargetFileSize: target, NewOutput: (&memSink{}).NewOutput})
+		require.NoError(t, err)
+		bySize += overlapsOf(sizeOnly, gps)
+	}
+	t.Logf("grandparents overlapped: %d aligned, %d by size alone", aligned, bySize)
+	require.Less(t, aligned, bySize)
 }

@@ -150,6 +150,7 @@ func (db *DB) runCompaction(plan *compaction.Plan, v *version) error {
 		Snapshots:      db.snapshotSeqs(),
 		DropTombstones: plan.IsBottommost(v.levels),
 		TargetFileSize: db.opts.TargetFileSize,
+		Grandparents:   plan.Grandparents(v.levels),
 		NewOutput: func() (compaction.Output, error) {
 			o, err := db.newOutput(kn)
 			if err == nil {

@@ -49,7 +49,9 @@ type Options struct {
 	L0StopWritesThreshold int
 	// LevelSizeRatio is the size ratio between adjacent levels. Default 10.
 	LevelSizeRatio float64
-	// TargetFileSize is the size at which compaction outputs are split.
+	// TargetFileSize is the size at which compaction outputs are split:
+	// between half and twice it where the level below the output has
+	// tables whose starts the cut can align with (compaction.RunOptions).
 	// Default 2 MiB.
 	TargetFileSize uint64
 	// MaxOpenFiles bounds the number of tables kept open by the table cache
