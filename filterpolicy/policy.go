@@ -361,15 +361,13 @@ type blockWriter struct {
 	last       []byte
 	hasLast    bool
 	n          uint64
-	b          filter.Builder
+	b          filter.Builder // nil until the first key after a Finish
 	kn         []filter.KnownNegative
 	done       func(Header, error)
 }
 
 func newBlockWriter(kind filter.Kind, name string, seed uint64, withRemote bool, kn []filter.KnownNegative) *blockWriter {
-	w := &blockWriter{kind: kind, name: name, seed: seed, withRemote: withRemote, kn: kn}
-	w.b = w.newBuilder()
-	return w
+	return &blockWriter{kind: kind, name: name, seed: seed, withRemote: withRemote, kn: kn}
 }
 
 func (w *blockWriter) newBuilder() filter.Builder {
@@ -384,6 +382,9 @@ func (w *blockWriter) AddKey(key []byte) {
 	w.last = append(w.last[:0], key...)
 	w.hasLast = true
 	w.n++
+	if w.b == nil {
+		w.b = w.newBuilder()
+	}
 	w.b.Add(key)
 }
 
@@ -393,6 +394,9 @@ func (w *blockWriter) AddKey(key []byte) {
 func (w *blockWriter) Finish(dst []byte) []byte {
 	pp := w.kind.Params()
 	h := Header{Kind: KindCode(w.kind.Code()), Seed: w.seed, Param1: pp.P1, Param2: pp.P2, NumKeys: w.n}
+	if w.b == nil {
+		w.b = w.newBuilder()
+	}
 	local, remote, err := w.b.Finish()
 	if err != nil {
 		err = fmt.Errorf("%w: %s over %d keys: %w", ErrBuild, w.name, w.n, err)
@@ -410,7 +414,12 @@ func (w *blockWriter) Finish(dst []byte) []byte {
 		hh, _ := ParseHeader(dst[start:])
 		w.done(hh, err)
 	}
-	w.b = w.newBuilder()
+	// The next builder is made by the next key, not here: a table's writer
+	// finishes once, and a builder made now would hold a buffer that
+	// builders recycle (adaptive's hash slices) until the writer is
+	// collected, so the next table's builder would grow its own from
+	// nothing.
+	w.b = nil
 	w.hasLast, w.n = false, 0
 	return dst
 }
