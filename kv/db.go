@@ -350,7 +350,7 @@ type tableOutput struct {
 func (db *DB) newOutput(kn knownneg.List) (*tableOutput, error) {
 	fn := db.allocFileNum()
 	w, err := sstable.Create(db.fs, db.fs.PathJoin(db.dir, tableFileName(fn)),
-		sstable.WriterOptions{Policy: db.policy, KnownNegatives: kn})
+		sstable.WriterOptions{Policy: db.policy, KnownNegatives: kn, Format: db.opts.TableFormat})
 	if err != nil {
 		return nil, err
 	}

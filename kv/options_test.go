@@ -1,11 +1,15 @@
 package kv
 
 import (
+	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/adaptkv/adaptkv/filterpolicy"
 	"github.com/adaptkv/adaptkv/filterpolicy/filter"
+	"github.com/adaptkv/adaptkv/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 )
@@ -53,4 +57,62 @@ func TestOpenRejectsForeignFilterPolicy(t *testing.T) {
 		require.Equal(t, "1", string(v))
 		require.NoError(t, db.Close())
 	}
+}
+
+// TestTableFormat: a store writes its flushes and compaction outputs in
+// Options.TableFormat, reads tables of either layout, and reopened with
+// the other layout compacts the two together with every key intact.
+func TestTableFormat(t *testing.T) {
+	fs := vfs.NewMem()
+	formats := func(db *DB) map[sstable.Format]int {
+		v := db.currentVersion()
+		defer v.unref()
+		out := map[sstable.Format]int{}
+		for _, ts := range v.levels {
+			for _, tm := range ts {
+				h, err := db.tc.get(tm.FileNum)
+				require.NoError(t, err)
+				out[h.r.Format()]++
+				db.tc.release(h)
+			}
+		}
+		return out
+	}
+	write := func(db *DB, from, to int) {
+		for i := from; i < to; i++ {
+			require.NoError(t, db.Set(fmt.Appendf(nil, "k%06d", i), fmt.Appendf(nil, "v%d", i), NoSync))
+		}
+	}
+	check := func(db *DB, n int) {
+		for i := 0; i < n; i++ {
+			v, err := db.Get(fmt.Appendf(nil, "k%06d", i))
+			require.NoError(t, err, "key %d", i)
+			require.Equal(t, fmt.Sprintf("v%d", i), string(v))
+		}
+		_, err := db.Get([]byte("k999999x"))
+		require.ErrorIs(t, err, ErrNotFound)
+	}
+	o := &Options{FS: fs, MemTableSize: 64 << 10, TableFormat: sstable.FormatRow}
+	db, err := Open("db", o)
+	require.NoError(t, err)
+	write(db, 0, 10000)
+	require.NoError(t, db.Flush())
+	require.NoError(t, db.Compact(nil, nil))
+	check(db, 10000)
+	require.Equal(t, []sstable.Format{sstable.FormatRow}, slices.Collect(maps.Keys(formats(db))))
+	require.NoError(t, db.Close())
+
+	db, err = Open("db", &Options{FS: fs, MemTableSize: 64 << 10}) // columnar, the default
+	require.NoError(t, err)
+	check(db, 10000)
+	write(db, 10000, 20000)
+	require.NoError(t, db.Flush())
+	f := formats(db)
+	require.Positive(t, f[sstable.FormatRow])
+	require.Positive(t, f[sstable.FormatColumnar])
+	check(db, 20000)
+	require.NoError(t, db.Compact(nil, nil))
+	require.Equal(t, []sstable.Format{sstable.FormatColumnar}, slices.Collect(maps.Keys(formats(db))))
+	check(db, 20000)
+	require.NoError(t, db.Close())
 }

@@ -379,6 +379,14 @@ func (r *Reader) newIter() (psst.Iterator, error) {
 	return it, nil
 }
 
+// Format reports the block layout the table was written in.
+func (r *Reader) Format() Format {
+	if f, err := r.pr.TableFormat(); err == nil && f < TableFormat {
+		return FormatRow
+	}
+	return FormatColumnar
+}
+
 // Metrics returns the reader's counters.
 func (r *Reader) Metrics() Metrics {
 	m := Metrics{

@@ -285,3 +285,72 @@ func TestEmptyTable(t *testing.T) {
 		require.NoError(t, r.Close())
 	}
 }
+
+// TestFormats writes the same keys in each table format, with a static and
+// an adaptive filter: the file is in the format asked for, and reading it
+// gives the right answers (Get of every stored and absent key, twice: the
+// adaptive filter fixes its false positives, the static one repeats them;
+// a full scan; PreAdapt). An unknown format is refused.
+func TestFormats(t *testing.T) {
+	const n = 20_000
+	for _, format := range []Format{FormatColumnar, FormatRow} {
+		for _, policy := range []string{"bloom", "taf"} {
+			t.Run(format.String()+"/"+policy, func(t *testing.T) {
+				fs := vfs.NewMem()
+				w, err := Create(fs, "t.sst", WriterOptions{Policy: mustPolicy(t, policy, 5), Format: format})
+				require.NoError(t, err)
+				for i := 0; i < n; i++ {
+					require.NoError(t, w.Add(InternalKey{UserKey: storedKey(i), Seq: uint64(i + 1), Kind: KindSet}, value(i)))
+				}
+				_, err = w.Close()
+				require.NoError(t, err)
+
+				r, err := Open(fs, "t.sst", ReaderOptions{Cache: pebble.NewCache(1 << 20)})
+				require.NoError(t, err)
+				defer r.Close()
+				got, err := r.pr.TableFormat()
+				require.NoError(t, err)
+				want, err := format.pebbleFormat()
+				require.NoError(t, err)
+				require.Equal(t, want, got)
+				require.Equal(t, format, r.Format())
+				var fp [2]uint64 // false-positive probes after each round
+				for round := 0; round < 2; round++ {
+					for i := 0; i < n; i++ {
+						v, ok, err := r.Get(storedKey(i))
+						require.NoError(t, err)
+						require.True(t, ok, "key %d", i)
+						require.Equal(t, value(i), v)
+						_, ok, err = r.Get(absentKey(i))
+						require.NoError(t, err)
+						require.False(t, ok)
+					}
+					fp[round] = r.Metrics().FalsePositiveProbes
+				}
+				require.Positive(t, fp[0])
+				if policy == "taf" {
+					// Each false positive of the first round was fixed.
+					require.Equal(t, fp[0], fp[1])
+					require.Equal(t, fp[0], r.Metrics().Adaptations)
+					res, err := r.PreAdapt([][]byte{storedKey(7), absentKey(n + 3)})
+					require.NoError(t, err)
+					require.Equal(t, 2, res.Checked)
+				} else {
+					require.Equal(t, 2*fp[0], fp[1], "a static filter repeats its false positives")
+				}
+				it, err := r.NewIter(nil, nil)
+				require.NoError(t, err)
+				i := 0
+				for ok := it.First(); ok; ok = it.Next() {
+					require.Equal(t, storedKey(i), it.Key().UserKey)
+					require.Equal(t, value(i), it.Value())
+					i++
+				}
+				require.NoError(t, it.Close())
+				require.Equal(t, n, i)
+			})
+		}
+	}
+	_, err := Create(vfs.NewMem(), "t.sst", WriterOptions{Format: FormatRow + 1})
+	require.ErrorIs(t, err, ErrInvalidOptions)
+}

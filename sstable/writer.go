@@ -14,8 +14,45 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// TableFormat is the Pebble table format every table is written in.
+// Format is the block layout a table is written in (WriterOptions.Format).
+// Open reads tables of either.
+type Format uint8
+
+const (
+	// FormatColumnar writes columnar data blocks (Pebble's
+	// TableFormatPebblev5, TableFormat): a lookup of a present key costs
+	// less. The default.
+	FormatColumnar Format = iota
+	// FormatRow writes row blocks (Pebble's TableFormatPebblev4, what a
+	// pebble.DB writes by default): a table costs less to write, a lookup
+	// of a present key more (README, "Writes, against Pebble").
+	FormatRow
+)
+
+// TableFormat is the Pebble table format of FormatColumnar.
 const TableFormat = psst.TableFormatPebblev5
+
+// pebbleFormat returns f's Pebble table format.
+func (f Format) pebbleFormat() (psst.TableFormat, error) {
+	switch f {
+	case FormatColumnar:
+		return TableFormat, nil
+	case FormatRow:
+		return psst.TableFormatPebblev4, nil
+	}
+	return 0, fmt.Errorf("%w: table format %d", ErrInvalidOptions, f)
+}
+
+// String names the format ("columnar", "row").
+func (f Format) String() string {
+	switch f {
+	case FormatColumnar:
+		return "columnar"
+	case FormatRow:
+		return "row"
+	}
+	return fmt.Sprintf("Format(%d)", uint8(f))
+}
 
 // MaxSeq is the largest sequence number a key may carry (Pebble's trailer
 // holds seq<<8|kind in 64 bits).
@@ -34,6 +71,8 @@ type WriterOptions struct {
 	// (Policy.KnownNegatives: stacked) uses those in the table's key range
 	// that the table does not hold; the others ignore them.
 	KnownNegatives []filter.KnownNegative
+	// Format is the block layout (default FormatColumnar).
+	Format Format
 }
 
 // TableInfo describes a finished table.
@@ -74,9 +113,12 @@ func Create(fs vfs.FS, path string, opts WriterOptions) (*Writer, error) {
 	if opts.BlockSize == 0 {
 		opts.BlockSize = 4096
 	}
+	format, err := opts.Format.pebbleFormat()
+	if err != nil {
+		return nil, err
+	}
 	var wp *filterpolicy.WriterPolicy
 	if opts.Policy != nil && opts.Policy.Kind() != "none" {
-		var err error
 		if wp, err = filterpolicy.ForTable(opts.Policy, opts.FilterSeed, opts.KnownNegatives); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 		}
@@ -94,7 +136,7 @@ func Create(fs vfs.FS, path string, opts WriterOptions) (*Writer, error) {
 		BlockSize:          opts.BlockSize,
 		Comparer:           pebble.DefaultComparer,
 		Compression:        psst.SnappyCompression,
-		TableFormat:        TableFormat,
+		TableFormat:        format,
 		DisableValueBlocks: true,
 	}
 	if wp != nil {
