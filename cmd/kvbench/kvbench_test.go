@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/adaptkv/adaptkv/cmd/kvbench/internal/ycsb"
+	"github.com/adaptkv/adaptkv/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -188,6 +190,30 @@ func TestReuseDataDir(t *testing.T) {
 	require.NotContains(t, out.String(), "reusing")
 }
 
+// TestTableFormatFlag: -table-format row reaches the adaptkv store (its
+// kept tables are row tables) and the data set kept under -dir records it,
+// so a run with the other layout loads afresh instead of reusing it.
+func TestTableFormatFlag(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"-policies", "bloom", "-workloads", "c", "-records", "3000", "-ops", "200",
+		"-calibrate", "100", "-memtable-size", "16384", "-dir", dir, "-q", "-table-format", "row"}
+	var out bytes.Buffer
+	require.NoError(t, run(args, &out, &out))
+	names, err := filepath.Glob(filepath.Join(dir, "bloom", "db", "*.sst"))
+	require.NoError(t, err)
+	require.NotEmpty(t, names)
+	for _, name := range names {
+		r, err := sstable.Open(vfs.Default, name, sstable.ReaderOptions{})
+		require.NoError(t, err)
+		require.Equal(t, sstable.FormatRow, r.Format(), name)
+		require.NoError(t, r.Close())
+	}
+	out.Reset()
+	args[len(args)-1] = "columnar"
+	require.NoError(t, run(args, &out, &out))
+	require.NotContains(t, out.String(), "reusing")
+}
+
 func TestBadArguments(t *testing.T) {
 	bad := [][]string{
 		{"-policies", "nosuchfilter"},
@@ -198,6 +224,7 @@ func TestBadArguments(t *testing.T) {
 		{"-target", "0.5"},
 		{"-target", "NaN"},
 		{"-records", "0"},
+		{"-table-format", "diagonal"},
 		{"-plot", "x.gif", "-records", "10", "-policies", "fake", "-workloads", "c", "-ops", "1"},
 		{"positional"},
 	}

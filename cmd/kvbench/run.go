@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/adaptkv/adaptkv/cmd/kvbench/internal/ycsb"
+	"github.com/adaptkv/adaptkv/sstable"
 )
 
 const (
@@ -77,6 +78,7 @@ type options struct {
 	seed                    uint64
 	jsonPath, csvPath, plot string
 	cpuProfile              string
+	tableFormat             string
 	memTable, targetFile    int
 	calibrate               int
 	quiet                   bool
@@ -110,6 +112,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.plot, "plot", "", "draw wasted probes and ops/s per policy to FILE.svg or FILE.png")
 	fs.IntVar(&o.memTable, "memtable-size", defaultMemTable, "memtable size in bytes")
 	fs.IntVar(&o.targetFile, "target-file-size", defaultTargetFile, "target table size in bytes")
+	fs.StringVar(&o.tableFormat, "table-format", "columnar", "block layout of the adaptkv stores' tables: columnar or row (kv.Options.TableFormat;\nthe Pebble peers write Pebble's default, row)")
 	fs.IntVar(&o.calibrate, "calibrate", 20000, "fresh keys per calibration pass (eps and checks per Get for the FP bound)")
 	fs.BoolVar(&o.quiet, "q", false, "no progress bars")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof)")
@@ -126,6 +129,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 	})
 	if o.threads < 1 || o.bits < 1 || o.memTable < 1<<10 || o.targetFile < 1<<10 || o.calibrate < 1 {
 		return errors.New("-threads, -bits, -calibrate must be positive; -memtable-size, -target-file-size at least 1 KiB")
+	}
+	var tableFormat sstable.Format
+	switch o.tableFormat {
+	case "columnar":
+		tableFormat = sstable.FormatColumnar
+	case "row":
+		tableFormat = sstable.FormatRow
+	default:
+		return fmt.Errorf("-table-format %q: want columnar or row", o.tableFormat)
 	}
 	if !(o.target == 0 || (o.target >= 1 && o.target <= 1e9)) {
 		return fmt.Errorf("-target %v: want 0 (unthrottled) or operations per second in [1, 1e9]", o.target)
@@ -179,7 +191,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	cfg := StoreConfig{
 		BitsPerKey: o.bits, MemTableSize: o.memTable, TargetFileSize: uint64(o.targetFile),
 		BaseLevelBytes: uint64(o.memTable) * defaultL0Trigger * 4, L0Trigger: defaultL0Trigger, BlockCacheSize: defaultCache,
-		KnownNegatives: o.knownNeg,
+		KnownNegatives: o.knownNeg, TableFormat: tableFormat,
 	}
 	valueSize := workloads[0].ValueSize()
 	var results []*Result

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 	"time"
+
+	"github.com/adaptkv/adaptkv/sstable"
 )
 
 // Store is what kvbench drives: the adaptkv store under one filter policy, or
@@ -105,6 +107,8 @@ type StoreConfig struct {
 	// KnownNegatives is kv.Options.KnownNegatives (adaptkv stores; 0: the
 	// default, negative: off).
 	KnownNegatives int
+	// TableFormat is kv.Options.TableFormat (adaptkv stores).
+	TableFormat sstable.Format
 }
 
 // ErrUnknownStore is returned for a policy name no store implements.

@@ -28,6 +28,7 @@ func openKV(name string, cfg StoreConfig) (Store, error) {
 		L0CompactionThreshold: cfg.L0Trigger,
 		TargetFileSize:        cfg.TargetFileSize,
 		KnownNegatives:        cfg.KnownNegatives,
+		TableFormat:           cfg.TableFormat,
 	}
 	if name == "bloom" {
 		opts.Filter = filterpolicy.NewBloom(cfg.BitsPerKey)
