@@ -228,7 +228,11 @@ func TestSnapshotsStableUnderWrites(t *testing.T) {
 	db, err := Open("db", &Options{FS: vfs.NewMem(), MemTableSize: 64 << 10})
 	require.NoError(t, err)
 	defer db.Close()
-	const writers, per = 4, 20000
+	const writers = 4
+	per := 20000
+	if testing.Short() {
+		per = 5000 // CI's -race -short run
+	}
 	key := func(w, i int, half string) []byte { return fmt.Appendf(nil, "w%d-%06d-%s", w, i, half) }
 	var done [writers]atomic.Int64 // batches committed, per writer
 	var wg sync.WaitGroup

@@ -136,7 +136,10 @@ func TestConcurrentReaders(t *testing.T) {
 // absent.)
 func TestConcurrentGetFindsPublished(t *testing.T) {
 	m := New()
-	const n = 600000
+	var n int64 = 600000
+	if testing.Short() {
+		n = 200000 // CI's -race -short run
+	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	keys := make([][]byte, n)
 	for i := range keys {
