@@ -29,13 +29,7 @@ func TestSequentialReader(t *testing.T) {
 	seqReads := seq.Metrics().DataBlockReads + seq.Metrics().IndexBlockReads
 	it, err := seq.NewIter(nil, nil)
 	require.NoError(t, err)
-	i := 0
-	for ok := it.First(); ok; ok = it.Next() {
-		require.Equal(t, storedKey(i), it.Key().UserKey)
-		require.Equal(t, value(i), it.Value())
-		i++
-	}
-	require.Equal(t, n, i)
+	requireFullScan(t, it, n)
 	pit, err := plain.NewIter(nil, nil)
 	require.NoError(t, err)
 	for ok := pit.First(); ok; ok = pit.Next() {

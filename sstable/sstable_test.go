@@ -38,6 +38,23 @@ func writeTable(t testing.TB, fs vfs.FS, path string, p filterpolicy.Policy, n i
 	return info
 }
 
+// requireFullScan walks it from First over a table written by writeTable
+// (or alike): keys 0..n-1 in order, each one Set version with sequence
+// number i+1 and its value. It leaves it open.
+func requireFullScan(t testing.TB, it Iterator, n int) {
+	i := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		require.Equal(t, storedKey(i), k.UserKey)
+		require.Equal(t, uint64(i+1), k.Seq)
+		require.Equal(t, KindSet, k.Kind)
+		require.Equal(t, value(i), it.Value())
+		i++
+	}
+	require.NoError(t, it.Error())
+	require.Equal(t, n, i)
+}
+
 func TestWriteReadBasic(t *testing.T) {
 	for _, name := range []string{"none", "bloom", "fuse"} {
 		t.Run(name, func(t *testing.T) {
@@ -77,17 +94,8 @@ func TestWriteReadBasic(t *testing.T) {
 
 			it, err := r.NewIter(nil, nil)
 			require.NoError(t, err)
-			i := 0
-			for ok := it.First(); ok; ok = it.Next() {
-				k := it.Key()
-				require.Equal(t, storedKey(i), k.UserKey)
-				require.Equal(t, uint64(i+1), k.Seq)
-				require.Equal(t, KindSet, k.Kind)
-				require.Equal(t, value(i), it.Value())
-				i++
-			}
+			requireFullScan(t, it, n)
 			require.NoError(t, it.Close())
-			require.Equal(t, n, i)
 			require.NoError(t, r.Close())
 			_, _, err = r.Get(storedKey(0))
 			require.ErrorIs(t, err, ErrClosed)
@@ -340,14 +348,8 @@ func TestFormats(t *testing.T) {
 				}
 				it, err := r.NewIter(nil, nil)
 				require.NoError(t, err)
-				i := 0
-				for ok := it.First(); ok; ok = it.Next() {
-					require.Equal(t, storedKey(i), it.Key().UserKey)
-					require.Equal(t, value(i), it.Value())
-					i++
-				}
+				requireFullScan(t, it, n)
 				require.NoError(t, it.Close())
-				require.Equal(t, n, i)
 			})
 		}
 	}
