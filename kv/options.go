@@ -179,7 +179,7 @@ func (o *Options) withDefaults() (Options, error) {
 		return r, fmt.Errorf("%w: MaxImmutableMemTables %d < 0", ErrInvalidOptions, r.MaxImmutableMemTables)
 	case r.KnownNegatives > MaxKnownNegatives:
 		return r, fmt.Errorf("%w: KnownNegatives %d > %d", ErrInvalidOptions, r.KnownNegatives, MaxKnownNegatives)
-	case r.TableFormat != sstable.FormatColumnar && r.TableFormat != sstable.FormatRow:
+	case !r.TableFormat.Valid():
 		return r, fmt.Errorf("%w: TableFormat %v", ErrInvalidOptions, r.TableFormat)
 	}
 	// The check sstable.Create makes when it writes a table with the

@@ -355,4 +355,13 @@ func TestFormats(t *testing.T) {
 	}
 	_, err := Create(vfs.NewMem(), "t.sst", WriterOptions{Format: FormatRow + 1})
 	require.ErrorIs(t, err, ErrInvalidOptions)
+	require.False(t, (FormatRow + 1).Valid())
+	for _, f := range []Format{FormatColumnar, FormatRow} {
+		require.True(t, f.Valid())
+		got, err := ParseFormat(f.String())
+		require.NoError(t, err)
+		require.Equal(t, f, got)
+	}
+	_, err = ParseFormat("diagonal")
+	require.ErrorIs(t, err, ErrInvalidOptions)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"github.com/adaptkv/adaptkv/filterpolicy"
@@ -43,15 +44,28 @@ func (f Format) pebbleFormat() (psst.TableFormat, error) {
 	return 0, fmt.Errorf("%w: table format %d", ErrInvalidOptions, f)
 }
 
+// formatNames are the formats' names, by Format.
+var formatNames = [...]string{FormatColumnar: "columnar", FormatRow: "row"}
+
+// Valid reports whether f is one of the formats above.
+func (f Format) Valid() bool { return int(f) < len(formatNames) }
+
 // String names the format ("columnar", "row").
 func (f Format) String() string {
-	switch f {
-	case FormatColumnar:
-		return "columnar"
-	case FormatRow:
-		return "row"
+	if f.Valid() {
+		return formatNames[f]
 	}
 	return fmt.Sprintf("Format(%d)", uint8(f))
+}
+
+// ParseFormat returns the format String names name.
+func ParseFormat(name string) (Format, error) {
+	for f, n := range formatNames {
+		if n == name {
+			return Format(f), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: table format %q (want %s)", ErrInvalidOptions, name, strings.Join(formatNames[:], " or "))
 }
 
 // MaxSeq is the largest sequence number a key may carry (Pebble's trailer

@@ -130,14 +130,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if o.threads < 1 || o.bits < 1 || o.memTable < 1<<10 || o.targetFile < 1<<10 || o.calibrate < 1 {
 		return errors.New("-threads, -bits, -calibrate must be positive; -memtable-size, -target-file-size at least 1 KiB")
 	}
-	var tableFormat sstable.Format
-	switch o.tableFormat {
-	case "columnar":
-		tableFormat = sstable.FormatColumnar
-	case "row":
-		tableFormat = sstable.FormatRow
-	default:
-		return fmt.Errorf("-table-format %q: want columnar or row", o.tableFormat)
+	tableFormat, err := sstable.ParseFormat(o.tableFormat)
+	if err != nil {
+		return fmt.Errorf("-table-format: %w", err)
 	}
 	if !(o.target == 0 || (o.target >= 1 && o.target <= 1e9)) {
 		return fmt.Errorf("-target %v: want 0 (unthrottled) or operations per second in [1, 1e9]", o.target)
