@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -18,14 +19,68 @@ type Builder struct {
 
 type hashPair struct{ h1, h2 uint64 }
 
-// hashBufs recycles the hash slices of finished builders: a store builds a
-// filter per table it writes, and growing each table's slice from nothing
-// was a fifth of a write benchmark's allocations. build copies what it
-// keeps, so a slice is free once Finish returns.
-var hashBufs sync.Pool // of *[]hashPair
+// hashBufs recycles the hash slices of builds: a store builds a filter
+// per table it writes, and each build needs two slices of 16 bytes a key
+// (the builder's hashes and their copy sorted by home slot). Growing them
+// from nothing for every table was a third of a table write's allocations.
+// A sync.Pool loses its contents at every GC, which a store that writes
+// tables runs often, so this is a small free list: it keeps at most
+// maxPooledBufs slices of at most maxPooledHashes pairs (16 MiB in all).
+var hashBufs struct {
+	mu   sync.Mutex
+	free [][]hashPair
+}
 
-// maxPooledHashes bounds the slices kept (16 bytes a key: 8 MiB).
-const maxPooledHashes = 1 << 19
+const (
+	maxPooledBufs   = 4
+	maxPooledHashes = 1 << 18
+)
+
+// getHashBuf returns an empty slice with room for n pairs: the largest free
+// one if it is large enough (a builder that does not know its key count
+// asks for 0 and grows least from the largest), else a new one.
+func getHashBuf(n int) []hashPair {
+	hashBufs.mu.Lock()
+	defer hashBufs.mu.Unlock()
+	free := hashBufs.free
+	largest := -1
+	for i, b := range free {
+		if largest < 0 || cap(b) > cap(free[largest]) {
+			largest = i
+		}
+	}
+	if largest < 0 || cap(free[largest]) < n {
+		return make([]hashPair, 0, n)
+	}
+	b := free[largest]
+	free[largest] = free[len(free)-1]
+	free[len(free)-1] = nil
+	hashBufs.free = free[:len(free)-1]
+	return b[:0]
+}
+
+// putHashBuf offers b for reuse; the caller must not use it again. A full
+// list keeps the larger slices.
+func putHashBuf(b []hashPair) {
+	if cap(b) == 0 || cap(b) > maxPooledHashes {
+		return
+	}
+	hashBufs.mu.Lock()
+	defer hashBufs.mu.Unlock()
+	if len(hashBufs.free) < maxPooledBufs {
+		hashBufs.free = append(hashBufs.free, b[:0])
+		return
+	}
+	smallest := 0
+	for i, f := range hashBufs.free {
+		if cap(f) < cap(hashBufs.free[smallest]) {
+			smallest = i
+		}
+	}
+	if cap(b) > cap(hashBufs.free[smallest]) {
+		hashBufs.free[smallest] = b[:0]
+	}
+}
 
 // NewBuilder starts a filter of the given kind; sizeHint preallocates.
 // Invalid kinds or options are reported by Finish.
@@ -40,11 +95,7 @@ func NewBuilder(kind Kind, opts Options, sizeHint int) *Builder {
 	if b.err != nil {
 		return b
 	}
-	if p, ok := hashBufs.Get().(*[]hashPair); ok && cap(*p) >= sizeHint {
-		b.hs = (*p)[:0]
-	} else if sizeHint > 0 {
-		b.hs = make([]hashPair, 0, sizeHint)
-	}
+	b.hs = getHashBuf(sizeHint)
 	return b
 }
 
@@ -71,12 +122,35 @@ func (b *Builder) Finish() (Filter, MemRemote, error) {
 		return nil, nil, fmt.Errorf("%w: %d keys is more than %d", ErrInvalidOptions, len(b.hs), maxKeys)
 	}
 	f, tails := build(b.kind, b.opts, b.hs)
-	if hs := b.hs[:0]; cap(hs) > 0 && cap(hs) <= maxPooledHashes {
-		hashBufs.Put(&hs)
-	}
+	putHashBuf(b.hs)
 	b.hs = nil
 	f.remote = tails
 	return f, tails, nil
+}
+
+// sortRun orders the hash pairs of one home slot by (h1, h2). A slot
+// holds one or two pairs on average, so an insertion sort beats a general
+// sort, which cost a tenth of a build; a long run (only repeats of one key
+// make one, and they cost the insertion sort nothing) still gets the
+// general sort.
+func sortRun(hs []hashPair) {
+	if len(hs) > 32 {
+		slices.SortFunc(hs, func(a, b hashPair) int {
+			if c := cmp.Compare(a.h1, b.h1); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.h2, b.h2)
+		})
+		return
+	}
+	for i := 1; i < len(hs); i++ {
+		x := hs[i]
+		j := i
+		for ; j > 0 && (hs[j-1].h1 > x.h1 || hs[j-1].h1 == x.h1 && hs[j-1].h2 > x.h2); j-- {
+			hs[j] = hs[j-1]
+		}
+		hs[j] = x
+	}
 }
 
 // build lays out the filter from hash pairs (which it may reorder).
@@ -97,36 +171,25 @@ func build(kind Kind, opts Options, hs []hashPair) (*qf, MemRemote) {
 	for i := uint64(1); i <= nq; i++ {
 		counts[i] += counts[i-1]
 	}
-	sorted := make([]hashPair, len(hs))
-	fill := slices.Clone(counts[:nq])
+	sorted := getHashBuf(len(hs))[:len(hs)]
+	defer putHashBuf(sorted)
+	// counts[q] is the next free place of slot q's pairs; afterwards it
+	// is where slot q+1's begin, and one shift puts the starts back.
 	for _, h := range hs {
 		q := quotient(h.h1, nq)
-		sorted[fill[q]] = h
-		fill[q]++
+		sorted[counts[q]] = h
+		counts[q]++
 	}
-	fill = nil
+	copy(counts[1:], counts[:nq])
+	counts[0] = 0
 
 	// Dedupe identical hashes within each home slot; keep per-slot counts.
 	n := 0
-	cmp := func(a, b hashPair) int {
-		if a.h1 != b.h1 {
-			if a.h1 < b.h1 {
-				return -1
-			}
-			return 1
-		}
-		if a.h2 < b.h2 {
-			return -1
-		} else if a.h2 > b.h2 {
-			return 1
-		}
-		return 0
-	}
 	for q := uint64(0); q < nq; q++ {
 		lo, hi := int(counts[q]), int(counts[q+1])
 		counts[q] = uint32(n)
 		if hi-lo > 1 {
-			slices.SortFunc(sorted[lo:hi], cmp)
+			sortRun(sorted[lo:hi])
 		}
 		for i := lo; i < hi; i++ {
 			if i > lo && sorted[i] == sorted[i-1] {

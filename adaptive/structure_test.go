@@ -1,9 +1,11 @@
 package adaptive
 
 import (
+	"cmp"
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -308,5 +310,67 @@ func TestExtensionAt(t *testing.T) {
 			require.Equal(t, lens[pos], l)
 			require.Equal(t, pats[pos], p)
 		}
+	}
+}
+
+// TestBuildOrderIndependent builds from the same hash pairs in sorted and in
+// shuffled order, with runs of every length up to 40 in one home slot
+// (longer than sortRun's insertion-sort limit) and repeated pairs: the
+// filters and their remotes must be identical, with the repeats dropped.
+func TestBuildOrderIndependent(t *testing.T) {
+	opts, err := Options{Seed: 3}.normalize()
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(7, 8))
+	var hs []hashPair
+	var runs [][]uint64 // each run's h2s
+	distinct := 0
+	const slots = 41
+	for run := 1; run < slots; run++ {
+		// Every pair of this run has the same h1, so the same home slot
+		// (and they sort by h2); h1 spreads the runs over the quotients.
+		h1 := uint64(run) << 57
+		for i := 0; i < run; i++ {
+			p := hashPair{h1, rng.Uint64()}
+			hs = append(hs, p)
+			if i == 0 {
+				runs = append(runs, nil)
+			}
+			runs[len(runs)-1] = append(runs[len(runs)-1], p.h2)
+			distinct++
+			if i%3 == 0 {
+				hs = append(hs, p)
+			}
+		}
+	}
+	for i := 0; i < 50; i++ {
+		hs = append(hs, hashPair{rng.Uint64(), rng.Uint64()})
+		distinct++
+	}
+	sorted := slices.Clone(hs)
+	slices.SortFunc(sorted, func(a, b hashPair) int {
+		if c := cmp.Compare(a.h1, b.h1); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.h2, b.h2)
+	})
+	want, wantTails := build(KindTAF, opts, sorted)
+	require.Equal(t, distinct, want.n)
+	// Each run's tails lie in consecutive slots, ascending.
+	for _, run := range runs {
+		slices.Sort(run)
+		at := slices.Index(wantTails, run[0])
+		require.GreaterOrEqual(t, at, 0)
+		require.Equal(t, run, []uint64(wantTails[at:at+len(run)]))
+	}
+	wantBytes, err := want.MarshalBinary()
+	require.NoError(t, err)
+	for trial := 0; trial < 5; trial++ {
+		shuffled := slices.Clone(hs)
+		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		got, gotTails := build(KindTAF, opts, shuffled)
+		gotBytes, err := got.MarshalBinary()
+		require.NoError(t, err)
+		require.Equal(t, wantBytes, gotBytes)
+		require.Equal(t, wantTails, gotTails)
 	}
 }
