@@ -23,7 +23,17 @@ type writeStore interface {
 	// writeAmp is the table bytes flushes and compactions wrote per byte
 	// flushed so far.
 	writeAmp() float64
+	// background is what flushes and compactions did so far.
+	background() backgroundWork
 	close() error
+}
+
+// backgroundWork is the time flushes and compactions took and the table
+// bytes they wrote, so the two stores' background costs can be compared.
+type backgroundWork struct {
+	flushTime, compactTime time.Duration
+	flushes                int64
+	flushed, compacted     uint64
 }
 
 type kvWriteStore struct{ db *DB }
@@ -37,6 +47,10 @@ func (s kvWriteStore) set(key, value []byte, sync bool) error {
 func (s kvWriteStore) close() error           { return s.db.Close() }
 func (s kvWriteStore) stalled() time.Duration { return s.db.Metrics().WriteStallTime }
 func (s kvWriteStore) writeAmp() float64      { return s.db.Metrics().WriteAmplification() }
+func (s kvWriteStore) background() backgroundWork {
+	m := s.db.Metrics()
+	return backgroundWork{m.FlushTime, m.CompactionTime, int64(m.Flushes), m.BytesFlushed, m.BytesCompacted}
+}
 
 type pebbleWriteStore struct {
 	db    *pebble.DB
@@ -83,6 +97,16 @@ func (s pebbleWriteStore) writeAmp() float64 {
 		return 0
 	}
 	return float64(flushed+compacted) / float64(flushed)
+}
+
+func (s pebbleWriteStore) background() backgroundWork {
+	m := s.db.Metrics()
+	w := backgroundWork{flushTime: m.Flush.WriteThroughput.WorkDuration, compactTime: m.Compact.Duration, flushes: m.Flush.Count}
+	for l := range m.Levels {
+		w.flushed += m.Levels[l].TableBytesFlushed
+		w.compacted += m.Levels[l].TableBytesCompacted
+	}
+	return w
 }
 
 func (s pebbleWriteStore) set(key, value []byte, sync bool) error {
@@ -138,11 +162,17 @@ func writeKey(dst []byte, i uint64) []byte {
 // order with 100-byte values into the store and into a pebble.DB, both on
 // the OS file system with their default options (kv-buffered: with
 // Options.WALBufferNoSync, Pebble's NoSync durability): NoSync writes from one and
-// from two goroutines, and Sync writes from 16. ns/op is the wall time per
+// from two goroutines, and Sync writes from 16. In the plain modes every
+// write has the same value (the stream the issue measured), which snappy
+// compresses to a few bytes a key in a row block and less well in a
+// columnar one; the -distinct modes give each write a value of its own,
+// incompressible, as most stores' values are. ns/op is the wall time per
 // write of all goroutines together (so kv/pebble throughput is the inverse
 // ratio of their ns/op); p50, p99 and p99.9 are the latencies of single
-// writes; stall-ms is how long writers waited for flushes, and for the
-// store ms/flush and compact-ms say where the background time went.
+// writes; stall-ms is how long writers waited for flushes; ms/flush is the
+// time a flush took, compact-ms and ms/compacted-MiB the compactions' time
+// in all and per MiB of tables they wrote, and flushed-B/write the table
+// bytes flushed per write (what every later compaction of it rewrites).
 //
 //	go test ./kv -run '^$' -bench WriteVsPebble -benchtime 200000x
 func BenchmarkWriteVsPebble(b *testing.B) {
@@ -150,31 +180,63 @@ func BenchmarkWriteVsPebble(b *testing.B) {
 		name       string
 		goroutines int
 		sync       bool
+		distinct   bool
 	}{
-		{"nosync-1", 1, false},
-		{"nosync-2", 2, false},
-		{"sync-16", 16, true},
+		{"nosync-1", 1, false, false},
+		{"nosync-2", 2, false, false},
+		{"sync-16", 16, true, false},
+		{"nosync-1-distinct", 1, false, true},
+		{"nosync-2-distinct", 2, false, true},
 	}
 	for _, m := range modes {
 		for _, store := range []string{"kv", "kv-buffered", "pebble"} {
 			b.Run(fmt.Sprintf("%s/%s", m.name, store), func(b *testing.B) {
-				benchWrites(b, openWriteStore(b, store), m.goroutines, m.sync)
+				benchWrites(b, openWriteStore(b, store), m.goroutines, m.sync, newWriteValues(m.distinct))
 			})
 		}
 	}
 }
 
-func benchWrites(b *testing.B, s writeStore, goroutines int, syncWrites bool) {
-	value := make([]byte, 100)
-	for i := range value {
-		value[i] = byte(rand.Uint32())
+// writeValues are the benchmark's 100-byte values: one random value for
+// every write, or (distinct) a window of a 64 KiB random pool at an offset
+// mixed from the write's number. The mix is independent of writeKey's, so
+// the values next to each other in a table's 4 KiB blocks share nothing
+// snappy could find.
+type writeValues struct {
+	pool     []byte
+	distinct bool
+}
+
+const writeValueLen = 100
+
+func newWriteValues(distinct bool) writeValues {
+	n := writeValueLen
+	if distinct {
+		n += 64 << 10
 	}
+	pool := make([]byte, n)
+	for i := range pool {
+		pool[i] = byte(rand.Uint32())
+	}
+	return writeValues{pool, distinct}
+}
+
+// value is write i's value.
+func (v writeValues) value(i uint64) []byte {
+	if !v.distinct {
+		return v.pool
+	}
+	off := ((i ^ 0x2545F4914F6CDD1D) * 0xD6E8FEB86659FD93) >> 48
+	return v.pool[off : off+writeValueLen]
+}
+
+func benchWrites(b *testing.B, s writeStore, goroutines int, syncWrites bool, values writeValues) {
 	lat := make([][]time.Duration, goroutines)
 	var next sync.Mutex
 	n := uint64(0)
 	errs := make(chan error, goroutines)
 	var wg sync.WaitGroup
-	b.SetBytes(16 + 100)
+	b.SetBytes(16 + writeValueLen)
 	b.ResetTimer()
 	for g := 0; g < goroutines; g++ {
 		wg.Add(1)
@@ -194,7 +256,7 @@ func benchWrites(b *testing.B, s writeStore, goroutines int, syncWrites bool) {
 				for i := start; i < end; i++ {
 					key = writeKey(key, i)
 					t0 := time.Now()
-					if err := s.set(key, value, syncWrites); err != nil {
+					if err := s.set(key, values.value(i), syncWrites); err != nil {
 						errs <- err
 						return
 					}
@@ -222,10 +284,12 @@ func benchWrites(b *testing.B, s writeStore, goroutines int, syncWrites bool) {
 	b.ReportMetric(q(0.999), "p99.9-ns")
 	b.ReportMetric(float64(s.stalled().Milliseconds()), "stall-ms")
 	b.ReportMetric(s.writeAmp(), "WA")
-	if k, ok := s.(kvWriteStore); ok {
-		m := k.db.Metrics()
-		b.ReportMetric(float64(m.FlushTime.Milliseconds())/float64(max(m.Flushes, 1)), "ms/flush")
-		b.ReportMetric(float64(m.CompactionTime.Milliseconds()), "compact-ms")
+	bg := s.background()
+	b.ReportMetric(float64(bg.flushTime.Milliseconds())/float64(max(bg.flushes, 1)), "ms/flush")
+	b.ReportMetric(float64(bg.compactTime.Milliseconds()), "compact-ms")
+	if bg.compacted > 0 {
+		b.ReportMetric(bg.compactTime.Seconds()*1e3/(float64(bg.compacted)/(1<<20)), "ms/compacted-MiB")
 	}
+	b.ReportMetric(float64(bg.flushed)/float64(b.N), "flushed-B/write")
 	require.NoError(b, s.close())
 }
