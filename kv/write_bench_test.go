@@ -163,7 +163,7 @@ func writeKey(dst []byte, i uint64) []byte {
 // the OS file system with their default options (kv-buffered: with
 // Options.WALBufferNoSync, Pebble's NoSync durability): NoSync writes from one and
 // from two goroutines, and Sync writes from 16. In the plain modes every
-// write has the same value (the stream the issue measured), which snappy
+// write has the same value (the stream of the first measurements), which snappy
 // compresses to a few bytes a key in a row block and less well in a
 // columnar one; the -distinct modes give each write a value of its own,
 // incompressible, as most stores' values are. ns/op is the wall time per
