@@ -170,3 +170,70 @@ func testConcurrentAdapt(t *testing.T, kind Kind, keys, negs [][]byte, queries i
 		})
 	}
 }
+
+// TestConcurrentBuilds runs builders of different sizes on several
+// goroutines at once, so that the hash slices the builds recycle (a free
+// list shared by the process) pass between them: every filter must be the
+// one the same keys build alone, with no false negatives.
+func TestConcurrentBuilds(t *testing.T) {
+	const workers = 6
+	rounds := sizeFor(4, 12, 12)
+	rng := rand.New(rand.NewPCG(41, 42))
+	sets := make([][][]byte, workers)
+	want := make([][]byte, workers)
+	for w := range sets {
+		sets[w] = randKeys(rng, 3_000+w*7_000, uint8(10+w))
+		f, _, err := buildKeys(KindTAF, sets[w])
+		require.NoError(t, err)
+		want[w], err = f.MarshalBinary()
+		require.NoError(t, err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for r := 0; r < rounds; r++ {
+				// Each round takes another worker's set, so slices of
+				// every size go through every worker.
+				i := (w + r) % workers
+				f, _, err := buildKeys(KindTAF, sets[i])
+				if err != nil {
+					errs <- err
+					return
+				}
+				got, err := f.MarshalBinary()
+				if err != nil {
+					errs <- err
+					return
+				}
+				if string(got) != string(want[i]) {
+					errs <- fmt.Errorf("worker %d round %d: filter of set %d differs from its lone build", w, r, i)
+					return
+				}
+				for _, k := range sets[i] {
+					if !f.MayContain(k) {
+						errs <- fmt.Errorf("worker %d round %d: false negative for %x", w, r, k)
+						return
+					}
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+// buildKeys builds a filter of kind over keys, without a size hint (as a
+// table's filter writer does).
+func buildKeys(kind Kind, keys [][]byte) (Filter, MemRemote, error) {
+	b := NewBuilder(kind, Options{Seed: 99}, 0)
+	for _, k := range keys {
+		b.Add(k)
+	}
+	return b.Finish()
+}
