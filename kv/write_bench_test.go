@@ -20,9 +20,6 @@ type writeStore interface {
 	set(key, value []byte, sync bool) error
 	// stalled is how long writers have waited for flushes so far.
 	stalled() time.Duration
-	// writeAmp is the table bytes flushes and compactions wrote per byte
-	// flushed so far.
-	writeAmp() float64
 	// background is what flushes and compactions did so far.
 	background() backgroundWork
 	close() error
@@ -36,6 +33,15 @@ type backgroundWork struct {
 	flushed, compacted     uint64
 }
 
+// writeAmp is the table bytes flushes and compactions wrote per byte
+// flushed (Metrics.WriteAmplification for the store).
+func (w backgroundWork) writeAmp() float64 {
+	if w.flushed == 0 {
+		return 0
+	}
+	return float64(w.flushed+w.compacted) / float64(w.flushed)
+}
+
 type kvWriteStore struct{ db *DB }
 
 func (s kvWriteStore) set(key, value []byte, sync bool) error {
@@ -46,7 +52,6 @@ func (s kvWriteStore) set(key, value []byte, sync bool) error {
 }
 func (s kvWriteStore) close() error           { return s.db.Close() }
 func (s kvWriteStore) stalled() time.Duration { return s.db.Metrics().WriteStallTime }
-func (s kvWriteStore) writeAmp() float64      { return s.db.Metrics().WriteAmplification() }
 func (s kvWriteStore) background() backgroundWork {
 	m := s.db.Metrics()
 	return backgroundWork{m.FlushTime, m.CompactionTime, int64(m.Flushes), m.BytesFlushed, m.BytesCompacted}
@@ -84,19 +89,6 @@ func (s pebbleWriteStore) stalled() time.Duration {
 	s.stall.mu.Lock()
 	defer s.stall.mu.Unlock()
 	return s.stall.total
-}
-
-func (s pebbleWriteStore) writeAmp() float64 {
-	var flushed, compacted uint64
-	m := s.db.Metrics()
-	for l := range m.Levels {
-		flushed += m.Levels[l].TableBytesFlushed
-		compacted += m.Levels[l].TableBytesCompacted
-	}
-	if flushed == 0 {
-		return 0
-	}
-	return float64(flushed+compacted) / float64(flushed)
 }
 
 func (s pebbleWriteStore) background() backgroundWork {
@@ -283,8 +275,8 @@ func benchWrites(b *testing.B, s writeStore, goroutines int, syncWrites bool, va
 	b.ReportMetric(q(0.99), "p99-ns")
 	b.ReportMetric(q(0.999), "p99.9-ns")
 	b.ReportMetric(float64(s.stalled().Milliseconds()), "stall-ms")
-	b.ReportMetric(s.writeAmp(), "WA")
 	bg := s.background()
+	b.ReportMetric(bg.writeAmp(), "WA")
 	b.ReportMetric(float64(bg.flushTime.Milliseconds())/float64(max(bg.flushes, 1)), "ms/flush")
 	b.ReportMetric(float64(bg.compactTime.Milliseconds()), "compact-ms")
 	if bg.compacted > 0 {
