@@ -135,12 +135,7 @@ func (b *Builder) Finish() (Filter, MemRemote, error) {
 // general sort.
 func sortRun(hs []hashPair) {
 	if len(hs) > 32 {
-		slices.SortFunc(hs, func(a, b hashPair) int {
-			if c := cmp.Compare(a.h1, b.h1); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.h2, b.h2)
-		})
+		slices.SortFunc(hs, comparePairs)
 		return
 	}
 	for i := 1; i < len(hs); i++ {
@@ -151,6 +146,14 @@ func sortRun(hs []hashPair) {
 		}
 		hs[j] = x
 	}
+}
+
+// comparePairs orders hash pairs by h1, then h2.
+func comparePairs(a, b hashPair) int {
+	if c := cmp.Compare(a.h1, b.h1); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.h2, b.h2)
 }
 
 // build lays out the filter from hash pairs (which it may reorder).

@@ -1,7 +1,6 @@
 package adaptive
 
 import (
-	"cmp"
 	"math"
 	"math/bits"
 	"math/rand/v2"
@@ -347,12 +346,7 @@ func TestBuildOrderIndependent(t *testing.T) {
 		distinct++
 	}
 	sorted := slices.Clone(hs)
-	slices.SortFunc(sorted, func(a, b hashPair) int {
-		if c := cmp.Compare(a.h1, b.h1); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.h2, b.h2)
-	})
+	slices.SortFunc(sorted, comparePairs)
 	want, wantTails := build(KindTAF, opts, sorted)
 	require.Equal(t, distinct, want.n)
 	// Each run's tails lie in consecutive slots, ascending.
