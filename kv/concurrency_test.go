@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -331,4 +332,117 @@ func TestSnapshotsStableUnderWrites(t *testing.T) {
 	s := db.NewSnapshot()
 	defer s.Close()
 	require.Equal(t, [writers]int{per, per, per, per}, scan(s))
+}
+
+// walSyncGate is a file system whose WAL fsyncs wait at a gate while it is
+// closed, and fail while fail is set; it counts the writes to WAL files.
+type walSyncGate struct {
+	closed, fail atomic.Bool
+	entered      chan struct{} // a WAL fsync reached the closed gate
+	open         chan struct{} // closed to open the gate
+	opened       sync.Once
+	walWrites    atomic.Int64
+}
+
+// release opens the gate (once).
+func (g *walSyncGate) release() {
+	g.opened.Do(func() {
+		g.closed.Store(false)
+		close(g.open)
+	})
+}
+
+func newWALSyncGate() *walSyncGate {
+	return &walSyncGate{entered: make(chan struct{}, 1), open: make(chan struct{})}
+}
+
+func (g *walSyncGate) fs() vfs.FS {
+	return errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if !strings.HasSuffix(op.Path, ".log") {
+			return nil
+		}
+		switch op.Kind {
+		case errorfs.OpFileWrite:
+			g.walWrites.Add(1)
+		case errorfs.OpFileSync, errorfs.OpFileSyncData:
+			if g.closed.Load() {
+				select {
+				case g.entered <- struct{}{}:
+				default:
+				}
+				<-g.open
+			}
+			if g.fail.Load() {
+				return errorfs.ErrInjected
+			}
+		}
+		return nil
+	}))
+}
+
+// TestWALSyncOffLeaderPath: while one commit group's fsync runs, the next
+// group is written to the WAL (the fsync is the WAL syncer's, not the
+// leader's), and a group is published only when it and every group before
+// it are durable: a Sync write waiting for its fsync is invisible, and so
+// is a NoSync write committed after it, which also waits to return. If the
+// fsync fails, none of them is acknowledged or visible and the store's
+// writes stop with the error.
+func TestWALSyncOffLeaderPath(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fail=%v", fail), func(t *testing.T) {
+			g := newWALSyncGate()
+			db, err := Open("db", &Options{FS: g.fs()})
+			require.NoError(t, err)
+			defer db.Close()
+			defer g.release() // before Close, should the test fail
+			g.closed.Store(true)
+			set := func(key string, o *WriteOptions) chan error {
+				done := make(chan error, 1)
+				go func() { done <- db.Set([]byte(key), []byte("v"), o) }()
+				return done
+			}
+			done1 := set("k1", Sync)
+			<-g.entered // k1's fsync waits at the gate
+			writes := g.walWrites.Load()
+			done2 := set("k2", Sync)
+			require.Eventually(t, func() bool { return g.walWrites.Load() > writes },
+				10*time.Second, time.Millisecond, "the next group was not written while an fsync ran")
+			writes = g.walWrites.Load()
+			done3 := set("k3", NoSync)
+			require.Eventually(t, func() bool { return g.walWrites.Load() > writes },
+				10*time.Second, time.Millisecond, "a NoSync group was not written while an fsync ran")
+			for _, k := range []string{"k1", "k2", "k3"} {
+				_, err := db.Get([]byte(k))
+				require.ErrorIs(t, err, ErrNotFound, "%s visible before k1's fsync ended", k)
+			}
+			for i, done := range []chan error{done1, done2, done3} {
+				select {
+				case err := <-done:
+					t.Fatalf("write %d returned (%v) before k1's fsync ended", i+1, err)
+				default:
+				}
+			}
+			g.fail.Store(fail)
+			g.release()
+			for i, done := range []chan error{done1, done2, done3} {
+				err := <-done
+				if fail {
+					require.ErrorIs(t, err, errorfs.ErrInjected, "write %d", i+1)
+				} else {
+					require.NoError(t, err, "write %d", i+1)
+				}
+			}
+			for _, k := range []string{"k1", "k2", "k3"} {
+				_, err := db.Get([]byte(k))
+				if fail {
+					require.ErrorIs(t, err, ErrNotFound, "%s visible after its fsync failed", k)
+				} else {
+					require.NoError(t, err, k)
+				}
+			}
+			if fail {
+				require.ErrorIs(t, db.Set([]byte("k4"), []byte("v"), NoSync), errorfs.ErrInjected)
+			}
+		})
+	}
 }

@@ -37,7 +37,8 @@ const maxManifestSize = 1 << 20
 //
 // with tableCache.mu, the memtable's insert lock, the WAL buffer's locks and
 // the known-negative sketch's lock as leaves, taken under any of these and
-// holding nothing else. commits.mu stands apart: it guards only the commit
+// holding nothing else. walSync.mu is a leaf too (the leader takes it to
+// publish or queue a group, the syncer to take a round). commits.mu stands apart: it guards only the commit
 // queue and is never held while another lock is taken (the commit leader
 // writes the WAL and the memtable, and takes mu, after releasing it). Reads
 // take no lock at all (see loadReadState). docs/ARCHITECTURE.md,
@@ -60,6 +61,19 @@ type DB struct {
 		cond    *sync.Cond // signalled when leadership ends (on mu)
 		pending []*commitReq
 		leading bool
+		// nextSeq is the sequence number of the next batch entry; only
+		// the leader uses it. Entries below it may not be published yet
+		// (lastSeq) while they wait for the WAL syncer.
+		nextSeq uint64
+	}
+	// walSync is the WAL syncer's queue of commit groups waiting for an
+	// fsync or for a group before them (walSyncLoop, write.go).
+	walSync struct {
+		mu    sync.Mutex // guards queue and busy
+		cond  *sync.Cond // signalled when the syncer finishes a round (on mu)
+		queue []syncGroup
+		busy  bool // the syncer is working on a round taken from queue
+		kick  chan struct{}
 	}
 	wal *walWriter // used only by the commit leader
 	// walNow mirrors wal for the WAL write-back goroutine of
@@ -207,6 +221,8 @@ func Open(dir string, opts *Options) (*DB, error) {
 	db.compact.busy = make(map[uint64]bool)
 	db.compact.kick = make(chan struct{}, 1)
 	db.commits.cond = sync.NewCond(&db.commits.mu)
+	db.walSync.cond = sync.NewCond(&db.walSync.mu)
+	db.walSync.kick = make(chan struct{}, 1)
 	db.mu.flushCond = sync.NewCond(&db.mu)
 	db.mu.stallCond = sync.NewCond(&db.mu)
 	db.compact.cond = sync.NewCond(&db.compact.mu)
@@ -226,10 +242,12 @@ func Open(dir string, opts *Options) (*DB, error) {
 		lock.Close()
 		return nil, err
 	}
+	db.commits.nextSeq = db.lastSeq.Load() + 1
 	if !o.ReadOnly {
-		db.wg.Add(2)
+		db.wg.Add(3)
 		go db.flushLoop()
 		go db.compactLoop()
+		go db.walSyncLoop()
 		if o.WALBufferNoSync {
 			db.wg.Add(1)
 			go db.walWriteBackLoop()
@@ -570,6 +588,7 @@ func (db *DB) Close() error {
 		db.commits.cond.Wait()
 	}
 	db.commits.mu.Unlock()
+	db.drainWALSyncs()
 
 	db.mu.Lock()
 	db.mu.closing = true

@@ -8,12 +8,15 @@
 // Writes go through group commit: the first writer to arrive becomes the
 // leader, assigns sequence numbers to every queued batch (one per entry),
 // appends one WAL record per batch (pebble/record framing, checksummed)
-// to a buffer that reaches the OS in one write per group, fsyncs once if
-// any writer asked for Sync (fdatasync of a preallocated file, as Pebble),
-// inserts the entries into the
-// memtable (a skiplist with lock-free reads, kv/internal/memtable) and then
-// publishes the new sequence number, so readers see a batch entirely or not
-// at all. A memtable that reaches Options.MemTableSize is switched for a new
+// to a buffer that reaches the OS in one write per group, inserts the
+// entries into the memtable (a skiplist with lock-free reads,
+// kv/internal/memtable) and then publishes the new sequence number, so
+// readers see a batch entirely or not at all. A group with a Sync write
+// goes instead to the WAL syncer, a goroutine that fsyncs once for all the
+// groups queued since its last fsync (fdatasync of a preallocated file, as
+// Pebble), publishes them in order and wakes their writers, while the next
+// leader writes its group: no reader sees a Sync write before it is
+// durable, nor a later write before it. A memtable that reaches Options.MemTableSize is switched for a new
 // one with a new WAL and flushed to an L0 table in the background; writers
 // stall only while Options.MaxImmutableMemTables memtables wait (flushes
 // themselves wait while a key is in Options.L0StopWritesThreshold L0

@@ -62,8 +62,10 @@ func (v readView) release() { v.drop(v.ref) }
 // entry above it, so the newest version that compactions kept of any key is
 // visible:
 //   - the commit leader inserts a group into db.mu.mem's memtable, then
-//     publishes lastSeq; it switches memtables (rotateMemtable) only before
-//     inserting a group, under db.mu, together with a new db.mu.rs. So the
+//     it or the WAL syncer publishes lastSeq; the leader switches memtables
+//     (rotateMemtable) only before inserting a group and after the syncer
+//     published every group queued, under db.mu, together with a new
+//     db.mu.rs. So the
 //     memtable of any published entry is db.mu.mem or in db.mu.imm of the db.mu.rs
 //     current when lastSeq was read; the check after the read makes that the
 //     pinned one (a switch before the read publishes a new db.rsNow before

@@ -20,7 +20,8 @@ import (
 // (32 KiB blocks of checksummed chunks). Every record starts with the offset
 // up to which the file was fsynced before the record was written (see
 // replayWAL for how recovery uses it). add and flush are called by the
-// commit leader only.
+// commit leader only; sync also by the WAL syncer (walSyncLoop),
+// concurrently with them.
 //
 // The framing writes into walBuffer, not the file: pebble's record.Writer
 // hands every record to its writer as soon as it is complete, so without the
@@ -38,7 +39,7 @@ type walWriter struct {
 	buf    *walBuffer  // nil when mapped
 	mapped *walMapping // nil unless mapped
 	w      *record.Writer
-	synced int64 // file offset known durable
+	synced atomic.Int64 // file offset known durable (written by the WAL syncer)
 	closed bool
 	// groups and syncGroups count the commit groups written to this WAL and
 	// those of them that synced; the next WAL's mapping is populated by
@@ -141,7 +142,7 @@ func (m *walMapping) Write(p []byte) (int, error) {
 // add writes one batch record (its first 8 bytes are overwritten with the
 // synced offset) into the buffer; it reaches the OS at flush.
 func (w *walWriter) add(data []byte) error {
-	binary.LittleEndian.PutUint64(data[0:8], uint64(w.synced))
+	binary.LittleEndian.PutUint64(data[0:8], uint64(w.synced.Load()))
 	_, err := w.w.WriteRecord(data)
 	return err
 }
@@ -156,10 +157,13 @@ func (w *walWriter) flush(sync bool) error {
 		if err := w.sync(); err != nil {
 			return err
 		}
-		w.synced = w.w.Size()
+		w.synced.Store(w.w.Size())
 	}
 	return nil
 }
+
+// size is the WAL's size in bytes, records added so far included.
+func (w *walWriter) size() int64 { return w.w.Size() }
 
 // sync makes the file's data durable: fdatasync (the syncing file's Sync
 // is its fdatasync).
