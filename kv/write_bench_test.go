@@ -179,6 +179,7 @@ func BenchmarkWriteVsPebble(b *testing.B) {
 		{"sync-16", 16, true, false},
 		{"nosync-1-distinct", 1, false, true},
 		{"nosync-2-distinct", 2, false, true},
+		{"sync-16-distinct", 16, true, true},
 	}
 	for _, m := range modes {
 		for _, store := range []string{"kv", "kv-buffered", "pebble"} {
