@@ -38,9 +38,10 @@ const maxManifestSize = 1 << 20
 // with tableCache.mu, the memtable's insert lock, the WAL buffer's locks and
 // the known-negative sketch's lock as leaves, taken under any of these and
 // holding nothing else. walSync.mu is a leaf too (the leader takes it to
-// publish or queue a group, the syncer to take a round). commits.mu stands apart: it guards only the commit
-// queue and is never held while another lock is taken (the commit leader
-// writes the WAL and the memtable, and takes mu, after releasing it). Reads
+// publish or queue a group, the syncer to take a round). commits.mu stands
+// apart: it guards only the commit queue and is never held while another
+// lock is taken (the commit leader writes the WAL and the memtable, and
+// takes mu, after releasing it). Reads
 // take no lock at all (see loadReadState). docs/ARCHITECTURE.md,
 // "Concurrency in the store", says why each piece is where it is.
 type DB struct {

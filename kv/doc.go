@@ -16,8 +16,9 @@
 // groups queued since its last fsync (fdatasync of a preallocated file, as
 // Pebble), publishes them in order and wakes their writers, while the next
 // leader writes its group: no reader sees a Sync write before it is
-// durable, nor a later write before it. A memtable that reaches Options.MemTableSize is switched for a new
-// one with a new WAL and flushed to an L0 table in the background; writers
+// durable, nor a later write before it. A memtable that reaches
+// Options.MemTableSize is switched for a new one with a new WAL and
+// flushed to an L0 table in the background; writers
 // stall only while Options.MaxImmutableMemTables memtables wait (flushes
 // themselves wait while a key is in Options.L0StopWritesThreshold L0
 // tables).
