@@ -204,12 +204,12 @@ func (db *DB) commitGroup(group []*commitReq) (end groupEnd, ok bool) {
 	}
 
 	seq := db.commits.nextSeq
-	sync := false
-	var batches []*commitReq
+	sync, batches := false, false
 	for _, r := range group {
 		if r.batch == nil {
 			continue
 		}
+		batches = true
 		r.batch.setSeq(seq)
 		seq += uint64(r.batch.count)
 		if err := db.wal.add(r.batch.data); err != nil {
@@ -217,10 +217,9 @@ func (db *DB) commitGroup(group []*commitReq) (end groupEnd, ok bool) {
 			return end, false
 		}
 		sync = sync || r.sync
-		batches = append(batches, r)
 	}
-	if len(batches) == 0 {
-		return end, false
+	if !batches {
+		return end, false // only flush requests
 	}
 	db.walGroups.Add(1)
 	db.wal.groups++
@@ -243,7 +242,10 @@ func (db *DB) commitGroup(group []*commitReq) (end groupEnd, ok bool) {
 		}
 	}
 	mt := db.mu.mem.mt
-	for _, r := range batches {
+	for _, r := range group {
+		if r.batch == nil {
+			continue
+		}
 		// The memtable copies keys and values: the batch stays the caller's.
 		_, _, _ = decodeBatch(r.batch.data, func(seq uint64, e batchEntry) error {
 			mt.Add(base.InternalKey{UserKey: e.key, Seq: seq, Kind: e.kind}, e.value)
