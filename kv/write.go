@@ -294,10 +294,8 @@ type syncGroup struct {
 // their writers, and starts over at once if more were queued meanwhile. So
 // fsyncs run back to back while leaders write and apply the next groups
 // (Pebble's LogWriter flush loop syncs off the writers' path the same
-// way); with the leader syncing, the disk sat idle between fsyncs while
-// the group's writers woke and the next leader wrote its group (a quarter
-// of a run of 16 Sync writers on this project's VM). Only the commit
-// leader queues groups, and it waits for the queue to drain before it
+// way; why, and what it measured, in docs/ARCHITECTURE.md, "Concurrency in
+// the store"). Only the commit leader queues groups, and it waits for the queue to drain before it
 // closes a WAL (drainWALSyncs), so the groups of one round share a WAL.
 func (db *DB) walSyncLoop() {
 	defer db.wg.Done()
