@@ -35,8 +35,9 @@ const maxManifestSize = 1 << 20
 //
 //	compact.manualMu -> compact.mu -> manifest.mu -> mu -> refs.mu -> deletion.mu
 //
-// with tableCache.mu, the memtable's insert lock, the WAL buffer's locks and
-// the known-negative sketch's lock as leaves, taken under any of these and
+// with tableCache.mu, the memtable's insert lock (and the memtable
+// recycler's, taken under it or alone), the WAL buffer's locks and the
+// known-negative sketch's lock as leaves, taken under any of these and
 // holding nothing else. walSync.mu is a leaf too (the leader takes it to
 // publish or queue a group, the syncer to take a round). commits.mu stands
 // apart: it guards only the commit queue and is never held while another
@@ -81,6 +82,10 @@ type DB struct {
 	// Options.WALBufferNoSync, which walKick wakes (see walWriteBackLoop).
 	walNow  atomic.Pointer[walWriter]
 	walKick chan struct{}
+
+	// memRecycler keeps the memory of flushed memtables that no read
+	// state lists any more, for the next memtables (memtable.Recycler).
+	memRecycler *memtable.Recycler
 
 	// mu guards the memtables, the tree and what reads see, and the
 	// store's closing and sticky errors.
@@ -215,6 +220,11 @@ func Open(dir string, opts *Options) (*DB, error) {
 		dir: dir, opts: o, fs: fs, policy: policy, lock: lock,
 		walKick: make(chan struct{}, 1),
 		closeCh: make(chan struct{}),
+		// Room for one memtable's slabs and chunks with small entries
+		// (a node and its bytes take up to about 1.4 times what Size
+		// counts for it), and for a few 64 KiB chunks and 32 KiB node
+		// slabs beyond that, which a small memtable rounds to.
+		memRecycler: memtable.NewRecycler(2*o.MemTableSize + 256<<10),
 	}
 	db.refs.count = make(map[uint64]int)
 	db.mu.snapshots = make(map[*Snapshot]struct{})

@@ -113,12 +113,16 @@ func (db *DB) loadReadState(seq uint64) (readView, error) {
 // drop drops a reference; the last one of a retired state frees it.
 func (rs *readState) drop(ref striped.Ref) { rs.refs.Release(ref) }
 
-// free forgets a retired state no one references (refs' OnFree).
+// free forgets a retired state no one references (refs' OnFree), and
+// drops its references to its memtables and version.
 func (rs *readState) free() {
 	db := rs.v.db
 	db.mu.Lock()
 	delete(db.mu.liveRS, rs)
 	db.mu.Unlock()
+	for _, mt := range rs.mems {
+		mt.Unref()
+	}
 	rs.v.unref()
 }
 
@@ -172,6 +176,13 @@ func (db *DB) newReadStateLocked() *readState {
 	rs.mems = append(rs.mems, db.mu.mem.mt)
 	for i := len(db.mu.imm) - 1; i >= 0; i-- {
 		rs.mems = append(rs.mems, db.mu.imm[i].mt)
+	}
+	// The read states listing a memtable hold it: the current one lists
+	// every memtable still written or flushed, so a memtable's memory is
+	// recycled only once it is flushed and the last read that could see
+	// it has finished (memtable.Recycler).
+	for _, mt := range rs.mems {
+		mt.Ref()
 	}
 	old := db.mu.rs
 	db.mu.rs = rs

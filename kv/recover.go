@@ -96,7 +96,7 @@ func (db *DB) recover() error {
 		return err
 	}
 	db.mu.logNum = walNum
-	db.mu.mem = &memEntry{mt: memtable.New(), walNum: walNum}
+	db.mu.mem = &memEntry{mt: memtable.NewRecycled(db.memRecycler), walNum: walNum}
 	db.mu.current = db.newVersion(levels)
 	db.newReadStateLocked()
 	deleteObsoleteFiles(fs, dir, names, levels, walNum, manNum)

@@ -405,7 +405,7 @@ func (db *DB) rotateMemtable() error {
 	db.walNow.Store(w)
 	db.mu.Lock()
 	db.mu.imm = append(slices.Clone(db.mu.imm), db.mu.mem)
-	db.mu.mem = &memEntry{mt: memtable.New(), walNum: num}
+	db.mu.mem = &memEntry{mt: memtable.NewRecycled(db.memRecycler), walNum: num}
 	oldRS := db.newReadStateLocked()
 	db.mu.flushCond.Signal()
 	db.mu.Unlock()

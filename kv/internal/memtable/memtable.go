@@ -6,7 +6,8 @@
 // it is uncontended); readers never lock: every link is an atomic pointer and
 // a node is fully built before it is published by the atomic store that links
 // it into level 0, so a concurrent reader sees either the old or the new list.
-// Nodes are never removed; a memtable is dropped as a whole once flushed.
+// Nodes are never removed; a memtable is dropped as a whole once flushed,
+// and its memory may go to a Recycler for the next one.
 package memtable
 
 import (
@@ -102,6 +103,10 @@ type MemTable struct {
 	nodes []node                 // unused nodes of the current slab
 	links []atomic.Pointer[node] // unused links of the current slab
 	bytes []byte                 // the current byte chunk (free space from len)
+	own   slabs                  // every slab and chunk taken, for Release
+
+	rec  *Recycler    // where Release hands own (nil: nowhere)
+	refs atomic.Int32 // see Ref
 }
 
 // copyBytes returns a copy of b in the memtable's byte chunks (under mu).
@@ -114,7 +119,8 @@ func (m *MemTable) copyBytes(b []byte) []byte {
 		return append([]byte(nil), b...)
 	}
 	if cap(m.bytes)-len(m.bytes) < len(b) {
-		m.bytes = make([]byte, 0, byteChunk)
+		m.bytes = m.rec.chunk()
+		m.own.chunks = append(m.own.chunks, m.bytes)
 	}
 	start := len(m.bytes)
 	m.bytes = append(m.bytes, b...)
@@ -124,15 +130,17 @@ func (m *MemTable) copyBytes(b []byte) []byte {
 // newNode returns a node with nh links from the slabs (under mu).
 func (m *MemTable) newNode(key base.InternalKey, value []byte, nh int) *node {
 	if len(m.nodes) == 0 {
-		m.nodes = make([]node, nodeSlab)
+		m.nodes = m.rec.nodeSlab()
+		m.own.nodes = append(m.own.nodes, m.nodes)
 	}
 	n := &m.nodes[0]
 	m.nodes = m.nodes[1:]
 	if up := nh - inlineHeight; up > 0 && len(m.links) < up {
-		m.links = make([]atomic.Pointer[node], linkSlab)
+		m.links = m.rec.linkSlab()
+		m.own.links = append(m.own.links, m.links)
 	}
 	key.UserKey = m.copyBytes(key.UserKey)
-	n.prefix, n.key, n.value = keyPrefix(key.UserKey), key, m.copyBytes(value)
+	n.prefix, n.key, n.value, n.upper = keyPrefix(key.UserKey), key, m.copyBytes(value), nil
 	if nh > inlineHeight {
 		up := nh - inlineHeight
 		n.upper = m.links[:up:up]
@@ -141,11 +149,41 @@ func (m *MemTable) newNode(key base.InternalKey, value []byte, nh int) *node {
 	return n
 }
 
-// New returns an empty memtable.
-func New() *MemTable {
-	m := &MemTable{head: &node{upper: make([]atomic.Pointer[node], maxHeight-inlineHeight)}, rnd: 0x9e3779b97f4a7c15}
+// New returns an empty memtable whose memory is its own.
+func New() *MemTable { return NewRecycled(nil) }
+
+// NewRecycled returns an empty memtable that takes its slabs and chunks
+// from r first and hands them back to it on Release (nil r: New).
+func NewRecycled(r *Recycler) *MemTable {
+	m := &MemTable{head: &node{upper: make([]atomic.Pointer[node], maxHeight-inlineHeight)}, rnd: 0x9e3779b97f4a7c15, rec: r}
 	m.height.Store(1)
 	return m
+}
+
+// Ref records one more holder of the memtable (the store: a read state
+// that lists it).
+func (m *MemTable) Ref() { m.refs.Add(1) }
+
+// Unref drops a holder recorded by Ref; the last one releases the
+// memtable's memory to its Recycler (Release). So the store must hold a
+// reference for as long as anything may read or write the memtable.
+func (m *MemTable) Unref() {
+	if m.refs.Add(-1) == 0 {
+		m.Release()
+	}
+}
+
+// Release hands the memtable's slabs and chunks to its Recycler, for
+// memtables created later to write over. The caller guarantees that
+// nothing reads or writes the memtable any more: its entries are gone.
+// Without a Recycler it does nothing (the collector frees the memory).
+func (m *MemTable) Release() {
+	m.mu.Lock()
+	own := m.own
+	m.own = slabs{}
+	m.nodes, m.links, m.bytes = nil, nil, nil
+	m.mu.Unlock()
+	m.rec.put(own)
 }
 
 func (m *MemTable) randomHeight() int {

@@ -1,0 +1,142 @@
+package memtable
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/stretchr/testify/require"
+)
+
+// fill adds n random keys with values derived from them to m (sequence
+// numbers from seq0) and returns the keys, sorted.
+func fill(m *MemTable, rng *rand.Rand, n int, seq0 uint64) [][]byte {
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "k%016x", rng.Uint64())
+		// Values of varied lengths, some tall nodes: every slab kind.
+		m.Add(ik(string(keys[i]), seq0+uint64(i), base.KindSet), bytes.Repeat(keys[i][1:2], 1+i%200))
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	return keys
+}
+
+// requireHolds checks that m iterates exactly keys, each with its value.
+func requireHolds(t *testing.T, m *MemTable, keys [][]byte) {
+	t.Helper()
+	it := m.NewIter()
+	i := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		require.Less(t, i, len(keys))
+		require.Equal(t, keys[i], it.Key().UserKey)
+		require.Equal(t, keys[i][1], it.Value()[0])
+		i++
+	}
+	require.Equal(t, len(keys), i)
+	// Seeks walk the upper levels too.
+	for j := 0; j < len(keys); j += 97 {
+		require.True(t, it.SeekGE(keys[j]))
+		require.Equal(t, keys[j], it.Key().UserKey)
+		v, _, ok := m.Get(keys[j], 1<<40)
+		require.True(t, ok)
+		require.Equal(t, keys[j][1], v[0])
+	}
+}
+
+// TestRecyclerReuse releases a memtable and builds the next one from its
+// memory: the second holds exactly its own entries (no stale node, link or
+// byte of the first shows), its inserts allocate nothing while recycled
+// slabs last, and the Recycler never keeps more than its limit.
+func TestRecyclerReuse(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	r := NewRecycler(64 << 20)
+	a := NewRecycled(r)
+	fill(a, rng, 20000, 1)
+	require.Zero(t, r.Held())
+	a.Release()
+	held := r.Held()
+	require.Positive(t, held)
+
+	b := NewRecycled(r)
+	keys := fill(b, rng, 20000, 1)
+	require.Positive(t, r.Reused())
+	requireHolds(t, b, keys)
+	// b took back what a had, as much as it needed.
+	require.Less(t, r.Held(), held)
+
+	// With slabs to take, an insert allocates nothing.
+	b.Release()
+	c := NewRecycled(r)
+	key, val := make([]byte, 17), make([]byte, 100)
+	seq := uint64(0)
+	allocs := testing.AllocsPerRun(10000, func() {
+		seq++
+		copy(key, fmt.Appendf(key[:0], "k%016x", seq))
+		c.Add(base.InternalKey{UserKey: key, Seq: seq, Kind: base.KindSet}, val)
+	})
+	if !raceEnabled {
+		require.Zero(t, allocs)
+	}
+
+	// A limit below one memtable's memory keeps only that much, of both
+	// kinds in the proportion the memtable used them.
+	small := NewRecycler(1 << 20)
+	d := NewRecycled(small)
+	fill(d, rng, 20000, 1)
+	nodes, chunks := len(d.own.nodes), len(d.own.chunks)
+	d.Release()
+	require.LessOrEqual(t, small.Held(), 1<<20)
+	require.NotEmpty(t, small.free.nodes)
+	require.NotEmpty(t, small.free.chunks)
+	// Each count is rounded down: the kept fractions differ by less than
+	// one slab of the scarcer kind.
+	require.InDelta(t, float64(len(small.free.nodes))/float64(nodes), float64(len(small.free.chunks))/float64(chunks), 1/float64(min(nodes, chunks)))
+	require.Empty(t, d.own.nodes, "Release leaves the memtable nothing")
+}
+
+// TestRefReleasesAtLast checks that a memtable's memory goes to the
+// Recycler at the last Unref, not before, and that a memtable without a
+// Recycler releases nothing.
+func TestRefReleasesAtLast(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	r := NewRecycler(64 << 20)
+	m := NewRecycled(r)
+	keys := fill(m, rng, 5000, 1)
+	m.Ref()
+	m.Ref()
+	m.Unref()
+	require.Zero(t, r.Held())
+	requireHolds(t, m, keys)
+	m.Unref()
+	require.Positive(t, r.Held())
+
+	own := New()
+	fill(own, rng, 5000, 1)
+	own.Ref()
+	own.Unref() // no Recycler: nothing to hand over, and no panic
+	require.Nil(t, own.rec)
+}
+
+// BenchmarkAddRecycled is BenchmarkAdd with each new memtable built from
+// the memory of the one before it (a Recycler), as the store does.
+func BenchmarkAddRecycled(b *testing.B) {
+	value := make([]byte, 100)
+	r := NewRecycler(16 << 20)
+	m := NewRecycled(r)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i%(1<<15) == 0 {
+			m.Release()
+			m = NewRecycled(r)
+		}
+		k := make([]byte, 16)
+		h := uint64(i) * 0x9E3779B97F4A7C15
+		for j := range 8 {
+			k[j], k[8+j] = byte(h>>(8*j)), byte(h>>(8*j+3))
+		}
+		m.Add(base.InternalKey{UserKey: k, Seq: uint64(i + 1), Kind: base.KindSet}, value)
+	}
+}
