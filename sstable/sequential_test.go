@@ -105,3 +105,37 @@ func (c *countingBytes) ReadAt(_ context.Context, p []byte, off int64) error {
 	copy(p, c.data[off:])
 	return nil
 }
+
+// TestBigBufsRecycled: a table's write buffer and a scan's read-ahead
+// window go back to the free list when the table is finished and the
+// iterator closed, and the next ones are taken from there; the list never
+// holds more than maxBigBufs.
+func TestBigBufsRecycled(t *testing.T) {
+	bigBufs.mu.Lock()
+	bigBufs.free = nil
+	bigBufs.mu.Unlock()
+	held := func() int {
+		bigBufs.mu.Lock()
+		defer bigBufs.mu.Unlock()
+		return len(bigBufs.free)
+	}
+	fs := vfs.NewMem()
+	writeTable(t, fs, "t.sst", mustPolicy(t, "bloom", 1), 20000)
+	require.Equal(t, 1, held(), "the finished table's write buffer")
+	r, err := Open(fs, "t.sst", ReaderOptions{Sequential: true})
+	require.NoError(t, err)
+	defer r.Close()
+	var its []Iterator
+	for range maxBigBufs + 2 {
+		it, err := r.NewIter(nil, nil)
+		require.NoError(t, err)
+		require.True(t, it.First()) // fills its window
+		its = append(its, it)
+	}
+	require.Zero(t, held(), "the windows took the free buffer")
+	for _, it := range its {
+		requireFullScan(t, it, 20000)
+		require.NoError(t, it.Close())
+	}
+	require.Equal(t, maxBigBufs, held())
+}
