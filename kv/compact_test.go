@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/adaptkv/adaptkv/compaction"
+	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 )
@@ -387,4 +388,55 @@ func TestMetricsReadAmp(t *testing.T) {
 	_, err = db.Get([]byte("k101"))
 	require.ErrorIs(t, err, ErrNotFound)
 	require.Equal(t, uint64(1), db.Metrics().FilterChecks-m.FilterChecks)
+}
+
+// TestCompactionInputsByLevel: a compaction of L0 into a level of many
+// tables merges one iterator per L0 table and one for the whole level
+// (which opens its tables one at a time), and that input yields exactly
+// the entries, in the same order, as one iterator per table.
+func TestCompactionInputsByLevel(t *testing.T) {
+	db, err := Open("db", &Options{FS: vfs.NewMem(), MemTableSize: 1 << 20, TargetFileSize: 8 << 10,
+		FlushSplitBytes: -1, L0CompactionThreshold: 100, L0CompactionFileThreshold: 100})
+	require.NoError(t, err)
+	defer db.Close()
+	for i := 0; i < 3000; i++ {
+		require.NoError(t, db.Set(fmt.Appendf(nil, "k%05d", i), []byte("a value of some bytes"), NoSync))
+	}
+	require.NoError(t, db.Compact(nil, nil))
+	sets := 3000
+	for round := 0; round < 2; round++ {
+		for i := round; i < 3000; i += 7 {
+			sets++
+			require.NoError(t, db.Set(fmt.Appendf(nil, "k%05d", i), fmt.Appendf(nil, "round %d", round), NoSync))
+		}
+		require.NoError(t, db.Flush())
+	}
+	v := db.currentVersion()
+	defer v.unref()
+	l0, l6 := v.levels[0], v.levels[compaction.NumLevels-1]
+	require.Len(t, l0, 2)
+	require.Greater(t, len(l6), 5, "enough tables in the level to concatenate")
+	plan := &compaction.Plan{Level: 0, OutputLevel: compaction.NumLevels - 1, Inputs: l0, Overlapping: l6}
+
+	iters, err := db.compactionInputs(plan)
+	require.NoError(t, err)
+	require.Len(t, iters, len(l0)+1)
+	var each []base.Iterator
+	for _, t2 := range plan.Tables() {
+		it, err := db.newCompactionIter(t2.FileNum)
+		require.NoError(t, err)
+		each = append(each, it)
+	}
+	got, want := compaction.NewMergingIter(iters...), compaction.NewMergingIter(each...)
+	n := 0
+	okGot, okWant := got.First(), want.First()
+	for ; okGot && okWant; okGot, okWant = got.Next(), want.Next() {
+		require.Equal(t, want.Key(), got.Key())
+		require.Equal(t, want.Value(), got.Value())
+		n++
+	}
+	require.Equal(t, okWant, okGot)
+	require.NoError(t, got.Close())
+	require.NoError(t, want.Close())
+	require.Equal(t, sets, n, "every version: nothing is dropped in an iteration")
 }

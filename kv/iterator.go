@@ -84,7 +84,13 @@ func (db *DB) newIter(o *IterOptions, seq uint64) (*Iterator, error) {
 			}
 		}
 		if len(ts) > 0 {
-			iters = append(iters, &levelIter{db: db, tables: ts, lower: lower, upper: upper, idx: -1})
+			iters = append(iters, newLevelIter(ts, func(t *base.TableMeta) (base.Iterator, error) {
+				it, err := db.newTableIter(t.FileNum, lower, upper)
+				if err != nil {
+					return nil, err
+				}
+				return it, nil
+			}))
 		}
 	}
 	rs.iters.Add(1)
@@ -131,14 +137,18 @@ func (db *DB) newTableIter(fn uint64, lower, upper []byte) (*tableIter, error) {
 }
 
 // levelIter iterates the sorted, non-overlapping tables of one level,
-// opening one table at a time.
+// opening one table at a time (with newIter), for user iterators and for
+// compactions alike.
 type levelIter struct {
-	db           *DB
-	tables       []*base.TableMeta
-	lower, upper []byte
-	idx          int
-	cur          *tableIter
-	err          error
+	tables  []*base.TableMeta
+	newIter func(*base.TableMeta) (base.Iterator, error)
+	idx     int
+	cur     base.Iterator
+	err     error
+}
+
+func newLevelIter(tables []*base.TableMeta, newIter func(*base.TableMeta) (base.Iterator, error)) *levelIter {
+	return &levelIter{tables: tables, newIter: newIter, idx: -1}
 }
 
 func (l *levelIter) open(i int) bool {
@@ -155,7 +165,7 @@ func (l *levelIter) open(i int) bool {
 	if i < 0 || i >= len(l.tables) || l.err != nil {
 		return false
 	}
-	it, err := l.db.newTableIter(l.tables[i].FileNum, l.lower, l.upper)
+	it, err := l.newIter(l.tables[i])
 	if err != nil {
 		l.err = err
 		return false
