@@ -53,18 +53,10 @@ func (r *Recycler) Held() int {
 // keys and values would keep old memory reachable), or a new one.
 func (r *Recycler) nodeSlab() []node {
 	if r != nil {
-		r.mu.Lock()
-		if n := len(r.free.nodes); n > 0 {
-			s := r.free.nodes[n-1]
-			r.free.nodes[n-1] = nil
-			r.free.nodes = r.free.nodes[:n-1]
-			r.held -= nodeSlabBytes
-			r.mu.Unlock()
-			r.reused.Add(1)
+		if s, ok := take(r, &r.free.nodes, nodeSlabBytes); ok {
 			clear(s)
 			return s
 		}
-		r.mu.Unlock()
 	}
 	return make([]node, nodeSlab)
 }
@@ -72,20 +64,10 @@ func (r *Recycler) nodeSlab() []node {
 // linkSlab is nodeSlab for the upper links of tall nodes.
 func (r *Recycler) linkSlab() []atomic.Pointer[node] {
 	if r != nil {
-		r.mu.Lock()
-		if n := len(r.free.links); n > 0 {
-			s := r.free.links[n-1]
-			r.free.links[n-1] = nil
-			r.free.links = r.free.links[:n-1]
-			r.held -= linkSlabBytes
-			r.mu.Unlock()
-			r.reused.Add(1)
-			for i := range s {
-				s[i].Store(nil)
-			}
+		if s, ok := take(r, &r.free.links, linkSlabBytes); ok {
+			clear(s)
 			return s
 		}
-		r.mu.Unlock()
 	}
 	return make([]atomic.Pointer[node], linkSlab)
 }
@@ -94,19 +76,29 @@ func (r *Recycler) linkSlab() []atomic.Pointer[node] {
 // (bytes hold no pointers, so it is not cleared) or a new one.
 func (r *Recycler) chunk() []byte {
 	if r != nil {
-		r.mu.Lock()
-		if n := len(r.free.chunks); n > 0 {
-			c := r.free.chunks[n-1]
-			r.free.chunks[n-1] = nil
-			r.free.chunks = r.free.chunks[:n-1]
-			r.held -= byteChunk
-			r.mu.Unlock()
-			r.reused.Add(1)
+		if c, ok := take(r, &r.free.chunks, byteChunk); ok {
 			return c[:0]
 		}
-		r.mu.Unlock()
 	}
 	return make([]byte, 0, byteChunk)
+}
+
+// take pops the last of r's kept slabs in free (one of r.free's lists),
+// each size bytes, or reports that there is none.
+func take[T any](r *Recycler, free *[]T, size int) (T, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var none T
+	n := len(*free)
+	if n == 0 {
+		return none, false
+	}
+	s := (*free)[n-1]
+	(*free)[n-1] = none
+	*free = (*free)[:n-1]
+	r.held -= size
+	r.reused.Add(1)
+	return s, true
 }
 
 // put keeps s, or as much of it as fits under the limit, in the
