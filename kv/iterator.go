@@ -85,11 +85,7 @@ func (db *DB) newIter(o *IterOptions, seq uint64) (*Iterator, error) {
 		}
 		if len(ts) > 0 {
 			iters = append(iters, newLevelIter(ts, func(t *base.TableMeta) (base.Iterator, error) {
-				it, err := db.newTableIter(t.FileNum, lower, upper)
-				if err != nil {
-					return nil, err
-				}
-				return it, nil
+				return db.newTableIter(t.FileNum, lower, upper)
 			}))
 		}
 	}
@@ -123,7 +119,7 @@ func (t *tableIter) Close() error {
 	return err
 }
 
-func (db *DB) newTableIter(fn uint64, lower, upper []byte) (*tableIter, error) {
+func (db *DB) newTableIter(fn uint64, lower, upper []byte) (base.Iterator, error) {
 	h, err := db.tc.get(fn)
 	if err != nil {
 		return nil, err
