@@ -340,15 +340,12 @@ func (db *DB) syncRound(round []syncGroup) error {
 		return *err
 	}
 	last := round[len(round)-1].end
-	for _, g := range round {
-		if g.end.sync {
-			if err := last.wal.sync(); err != nil {
-				return db.setBGErr(fmt.Errorf("kv: WAL sync: %w", err))
-			}
-			db.walSyncs.Add(1)
-			last.wal.synced.Store(last.offset)
-			break
+	if slices.ContainsFunc(round, func(g syncGroup) bool { return g.end.sync }) {
+		if err := last.wal.sync(); err != nil {
+			return db.setBGErr(fmt.Errorf("kv: WAL sync: %w", err))
 		}
+		db.walSyncs.Add(1)
+		last.wal.synced.Store(last.offset)
 	}
 	db.lastSeq.Store(last.lastSeq)
 	return nil
