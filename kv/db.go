@@ -220,11 +220,10 @@ func Open(dir string, opts *Options) (*DB, error) {
 		dir: dir, opts: o, fs: fs, policy: policy, lock: lock,
 		walKick: make(chan struct{}, 1),
 		closeCh: make(chan struct{}),
-		// Room for one memtable's slabs and chunks with small entries
-		// (a node and its bytes take up to about 1.4 times what Size
-		// counts for it), and for a few 64 KiB chunks and 32 KiB node
-		// slabs beyond that, which a small memtable rounds to.
-		memRecycler: memtable.NewRecycler(2*o.MemTableSize + 256<<10),
+		// Room for one memtable's chunks (Size counts the arena bytes
+		// its entries use; a memtable ends up to one batch past
+		// MemTableSize, in the last chunk's spare room or a new one).
+		memRecycler: memtable.NewRecycler(o.MemTableSize, o.MemTableSize+2*memtable.ChunkSize(o.MemTableSize)),
 	}
 	db.refs.count = make(map[uint64]int)
 	db.mu.snapshots = make(map[*Snapshot]struct{})

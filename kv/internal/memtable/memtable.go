@@ -1,13 +1,21 @@
 // Package memtable is the in-memory write buffer of the kv store: a skiplist
-// of internal keys (user key, sequence number, kind) ordered like the tables
-// (user key ascending, then sequence number descending, then kind descending).
+// of internal keys (user key ascending, then sequence number descending,
+// then kind descending, as in the tables).
+//
+// Every entry is one record in an arena of byte chunks: a small header, the
+// node's links (32-bit references, as many as the node is high), then the
+// key and the value. The arena holds no Go pointers, so the collector never
+// scans a memtable, an insert allocates nothing but now and then a chunk,
+// and an entry costs about 37 bytes besides its key and value (Pebble's
+// arena skiplist has the same shape). See docs/ARCHITECTURE.md, "The
+// memtable".
 //
 // Writers are serialized by a mutex (the store has a single commit leader, so
-// it is uncontended); readers never lock: every link is an atomic pointer and
-// a node is fully built before it is published by the atomic store that links
-// it into level 0, so a concurrent reader sees either the old or the new list.
-// Nodes are never removed; a memtable is dropped as a whole once flushed,
-// and its memory may go to a Recycler for the next one.
+// it is uncontended); readers never lock: links are read and written
+// atomically, and a node is fully written before the atomic store that
+// links it into level 0 publishes it, so a concurrent reader sees either the
+// old or the new list. Nodes are never removed; a memtable is dropped as a
+// whole once flushed, and its chunks may go to a Recycler for the next one.
 package memtable
 
 import (
@@ -16,41 +24,63 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/adaptkv/adaptkv/internal/base"
 )
 
 const maxHeight = 20
 
-// nodeOverhead approximates the bytes a node costs beyond its key and value,
-// used for the size that decides when the memtable is full.
-const nodeOverhead = 64
-
-// inlineHeight is the number of a node's links kept in the node itself.
-// With branching factor 4, 255 nodes in 256 are at most 4 high.
-const inlineHeight = 4
-
-// node is a skiplist entry. The fields a search reads at every step, the
-// key prefix and the low links, come first and share a cache line, so a
-// step that the prefix decides costs one cache miss (Pebble's arena
-// skiplist inlines the whole tower for the same reason).
+// node is the header of an entry in the arena; it is only ever used
+// through a pointer into a chunk. The fields a search reads at every step,
+// the key prefix and the low links, share the entry's first cache line.
+// tower holds the node's first link; the others (height in all) follow it
+// in the arena, and then the key and the value.
 type node struct {
-	// prefix is the first 8 bytes of key.UserKey, big endian, zero padded:
+	// prefix is the first 8 bytes of the user key, big endian, zero padded:
 	// nodes whose prefixes differ compare by prefix alone (see compare).
 	prefix uint64
-	tower  [inlineHeight]atomic.Pointer[node] // links of levels 0..inlineHeight-1
-	upper  []atomic.Pointer[node]             // links from level inlineHeight up; nil if not that high
-	key    base.InternalKey
-	value  []byte
+	seq    uint64
+	keyLen uint32
+	valLen uint32 // the value's length, or nilValue for a nil value
+	kind   base.Kind
+	height uint8
+	_      [2]byte
+	tower  [1]atomic.Uint32 // link of level 0 (a ref; 0: the end)
 }
 
-// next returns the node's link at level lvl (below its height).
-func (n *node) next(lvl int) *atomic.Pointer[node] {
-	if lvl < inlineHeight {
-		return &n.tower[lvl]
-	}
-	return &n.upper[lvl-inlineHeight]
+const (
+	// headerSize is the bytes of an entry before its tower.
+	headerSize = int(unsafe.Offsetof(node{}.tower))
+	// entryAlign keeps every node, and so its 64-bit fields, 8-aligned.
+	entryAlign = 8
+	// nilValue marks a nil value (a tombstone's), which Value returns as
+	// nil rather than empty. Values are far shorter than 2^32-1 bytes.
+	nilValue = math.MaxUint32
+)
+
+// entrySize is the arena bytes of an entry of height h with a key and a
+// value of those lengths. It is at least unsafe.Sizeof(node{}), so a
+// *node never reaches past its entry.
+func entrySize(h, keyLen, valLen int) int {
+	n := headerSize + 4*h + keyLen + valLen
+	return (n + entryAlign - 1) &^ (entryAlign - 1)
 }
+
+// A ref names a node: its chunk's index in the high bits and its offset in
+// the chunk, in units of entryAlign, in the low refOffBits. Chunks of
+// standard size hold nodes at any offset; an entry too large for them gets
+// a chunk of its own, at offset 0. Ref 0 is the head node, which nothing
+// links to, so a link of 0 means the end of the list.
+type ref uint32
+
+const (
+	refOffBits = 15
+	// maxChunkSize is the largest standard chunk: offsets of up to
+	// 2^refOffBits units of entryAlign. 2^17 chunks of it make 32 GiB.
+	maxChunkSize = entryAlign << refOffBits
+	minChunkSize = 4 << 10
+)
 
 // keyPrefix returns the first 8 bytes of k as a big-endian number, padded
 // with zeros. Where two keys' prefixes differ, they order as the keys do:
@@ -67,6 +97,43 @@ func keyPrefix(k []byte) uint64 {
 	return p
 }
 
+// link returns n's link at level lvl (below its height).
+func (n *node) link(lvl int) *atomic.Uint32 {
+	return (*atomic.Uint32)(unsafe.Add(unsafe.Pointer(&n.tower), 4*lvl))
+}
+
+// empty is the zero-length key or value: not nil, and with no capacity, so
+// nothing appends to it.
+var empty = []byte{}
+
+// bytesAt returns the n bytes at offset off of n's entry, with no spare
+// capacity. Zero bytes are empty, not a pointer that may be past the
+// entry's chunk.
+func (n *node) bytesAt(off, l int) []byte {
+	if l == 0 {
+		return empty
+	}
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(n), off)), l)
+}
+
+// userKey returns the node's user key, which is the arena's memory.
+func (n *node) userKey() []byte {
+	return n.bytesAt(headerSize+4*int(n.height), int(n.keyLen))
+}
+
+// key returns the node's internal key; its user key is the arena's memory.
+func (n *node) key() base.InternalKey {
+	return base.InternalKey{UserKey: n.userKey(), Seq: n.seq, Kind: n.kind}
+}
+
+// value returns the node's value (the arena's memory), nil if it was nil.
+func (n *node) value() []byte {
+	if n.valLen == nilValue {
+		return nil
+	}
+	return n.bytesAt(headerSize+4*int(n.height)+int(n.keyLen), int(n.valLen))
+}
+
 // compare orders n's key against key, whose prefix is kp, as
 // base.CompareInternalKeys does.
 func compare(n *node, key base.InternalKey, kp uint64) int {
@@ -76,88 +143,85 @@ func compare(n *node, key base.InternalKey, kp uint64) int {
 		}
 		return 1
 	}
-	return base.CompareInternalKeys(n.key, key)
+	return base.CompareInternalKeys(n.key(), key)
 }
-
-// Nodes and the upper links of tall nodes are carved from slabs, and keys and values
-// are copied into byte chunks (which hold no pointers, so the collector
-// does not scan them), so that an insert allocates nothing but, now and
-// then, a new slab or chunk. A key or value over a quarter of a chunk gets
-// its own allocation.
-const (
-	nodeSlab  = 256
-	linkSlab  = 256
-	byteChunk = 64 << 10
-)
 
 // MemTable is a concurrent skiplist of internal keys. The zero value is not
 // usable; call New.
 type MemTable struct {
+	chunks atomic.Pointer[[][]byte] // every chunk, by index; a ref's chunk is here once it is linked
 	head   *node
 	height atomic.Int32
 	size   atomic.Int64
 	count  atomic.Int64
 
-	mu    sync.Mutex // serializes Add; guards rnd and the slabs
-	rnd   uint64
-	nodes []node                 // unused nodes of the current slab
-	links []atomic.Pointer[node] // unused links of the current slab
-	bytes []byte                 // the current byte chunk (free space from len)
-	own   slabs                  // every slab and chunk taken, for Release
+	mu        sync.Mutex // serializes Add; guards rnd and the free space
+	rnd       uint64
+	free      []byte // the unused end of the current chunk
+	freeRef   ref    // the ref of free's first byte
+	chunkSize int    // bytes of a standard chunk
 
-	rec  *Recycler    // where Release hands own (nil: nowhere)
+	rec  *Recycler    // where Release hands the chunks (nil: nowhere)
 	refs atomic.Int32 // see Ref
 }
 
-// copyBytes returns a copy of b in the memtable's byte chunks (under mu).
-// nil stays nil (a tombstone's value).
-func (m *MemTable) copyBytes(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	if len(b) > byteChunk/4 {
-		return append([]byte(nil), b...)
-	}
-	if cap(m.bytes)-len(m.bytes) < len(b) {
-		m.bytes = m.rec.chunk()
-		m.own.chunks = append(m.own.chunks, m.bytes)
-	}
-	start := len(m.bytes)
-	m.bytes = append(m.bytes, b...)
-	return m.bytes[start:len(m.bytes):len(m.bytes)]
-}
-
-// newNode returns a node with nh links from the slabs (under mu).
-func (m *MemTable) newNode(key base.InternalKey, value []byte, nh int) *node {
-	if len(m.nodes) == 0 {
-		m.nodes = m.rec.nodeSlab()
-		m.own.nodes = append(m.own.nodes, m.nodes)
-	}
-	n := &m.nodes[0]
-	m.nodes = m.nodes[1:]
-	if up := nh - inlineHeight; up > 0 && len(m.links) < up {
-		m.links = m.rec.linkSlab()
-		m.own.links = append(m.own.links, m.links)
-	}
-	key.UserKey = m.copyBytes(key.UserKey)
-	n.prefix, n.key, n.value, n.upper = keyPrefix(key.UserKey), key, m.copyBytes(value), nil
-	if nh > inlineHeight {
-		up := nh - inlineHeight
-		n.upper = m.links[:up:up]
-		m.links = m.links[up:]
-	}
-	return n
-}
-
-// New returns an empty memtable whose memory is its own.
+// New returns an empty memtable whose memory is its own, in chunks of
+// maxChunkSize.
 func New() *MemTable { return NewRecycled(nil) }
 
-// NewRecycled returns an empty memtable that takes its slabs and chunks
-// from r first and hands them back to it on Release (nil r: New).
+// NewRecycled returns an empty memtable that takes its chunks from r first
+// (and has r's chunk size) and hands them back to it on Release (nil r:
+// New).
 func NewRecycled(r *Recycler) *MemTable {
-	m := &MemTable{head: &node{upper: make([]atomic.Pointer[node], maxHeight-inlineHeight)}, rnd: 0x9e3779b97f4a7c15, rec: r}
+	m := &MemTable{rnd: 0x9e3779b97f4a7c15, rec: r, chunkSize: r.chunkLen()}
+	m.chunks.Store(&[][]byte{})
+	// The head is the first entry of chunk 0, so ref 0, and of full
+	// height. A recycled chunk holds old entries: its links start cleared.
+	_, m.head = m.alloc(entrySize(maxHeight, 0, 0))
+	*m.head = node{height: maxHeight}
+	for lvl := 1; lvl < maxHeight; lvl++ {
+		m.head.link(lvl).Store(0)
+	}
 	m.height.Store(1)
 	return m
+}
+
+// node returns the node r names. dir is a directory the caller loaded
+// from m.chunks; a ref it does not cover yet (linked after it was loaded)
+// makes node load the current one into *dir.
+func (m *MemTable) node(dir *[][]byte, r ref) *node {
+	i := int(r >> refOffBits)
+	if i >= len(*dir) {
+		*dir = *m.chunks.Load()
+	}
+	return (*node)(unsafe.Pointer(&(*dir)[i][int(r&(1<<refOffBits-1))*entryAlign]))
+}
+
+// alloc returns size bytes of arena (a multiple of entryAlign), as a node
+// and its ref (under mu, or before m is shared). An entry of more than a
+// quarter of a standard chunk gets a chunk of its own.
+func (m *MemTable) alloc(size int) (ref, *node) {
+	if size > m.chunkSize/4 {
+		c := make([]byte, size)
+		return m.addChunk(c) << refOffBits, (*node)(unsafe.Pointer(&c[0]))
+	}
+	if len(m.free) < size {
+		c := m.rec.chunk(m.chunkSize)
+		m.free, m.freeRef = c, m.addChunk(c)<<refOffBits
+	}
+	r, n := m.freeRef, (*node)(unsafe.Pointer(&m.free[0]))
+	m.free = m.free[size:]
+	m.freeRef += ref(size / entryAlign)
+	return r, n
+}
+
+// addChunk publishes c as the next chunk and returns its index. The new
+// directory shares the old one's array: readers of the old directory never
+// index past its length.
+func (m *MemTable) addChunk(c []byte) ref {
+	dir := append(*m.chunks.Load(), c)
+	m.chunks.Store(&dir)
+	return ref(len(dir) - 1)
 }
 
 // Ref records one more holder of the memtable (the store: a read state
@@ -173,17 +237,19 @@ func (m *MemTable) Unref() {
 	}
 }
 
-// Release hands the memtable's slabs and chunks to its Recycler, for
-// memtables created later to write over. The caller guarantees that
-// nothing reads or writes the memtable any more: its entries are gone.
-// Without a Recycler it does nothing (the collector frees the memory).
+// Release hands the memtable's chunks to its Recycler, for memtables
+// created later to write over. The caller guarantees that nothing reads or
+// writes the memtable any more: its entries are gone. Without a Recycler
+// it does nothing (the collector frees the memory).
 func (m *MemTable) Release() {
+	if m.rec == nil {
+		return
+	}
 	m.mu.Lock()
-	own := m.own
-	m.own = slabs{}
-	m.nodes, m.links, m.bytes = nil, nil, nil
+	dir := *m.chunks.Swap(&[][]byte{})
+	m.free, m.head = nil, nil
 	m.mu.Unlock()
-	m.rec.put(own)
+	m.rec.put(dir)
 }
 
 func (m *MemTable) randomHeight() int {
@@ -208,11 +274,22 @@ func (m *MemTable) Add(key base.InternalKey, value []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var preds [maxHeight]*node
+	dir := *m.chunks.Load()
 	x := m.head
 	h := int(m.height.Load())
 	kp := keyPrefix(key.UserKey)
 	for lvl := h - 1; lvl >= 0; lvl-- {
-		x, _ = splice(x, key, kp, lvl)
+		for {
+			nx := ref(x.link(lvl).Load())
+			if nx == 0 {
+				break
+			}
+			n := m.node(&dir, nx)
+			if compare(n, key, kp) >= 0 {
+				break
+			}
+			x = n
+		}
 		preds[lvl] = x
 	}
 	nh := m.randomHeight()
@@ -222,20 +299,29 @@ func (m *MemTable) Add(key base.InternalKey, value []byte) {
 		}
 		m.height.Store(int32(nh))
 	}
-	n := m.newNode(key, value, nh)
+	size := entrySize(nh, len(key.UserKey), len(value))
+	r, n := m.alloc(size)
+	n.prefix, n.seq, n.kind, n.height = kp, key.Seq, key.Kind, uint8(nh)
+	n.keyLen, n.valLen = uint32(len(key.UserKey)), uint32(len(value))
+	if value == nil {
+		n.valLen = nilValue
+	}
+	copy(n.bytesAt(headerSize+4*nh, len(key.UserKey)), key.UserKey)
+	copy(n.bytesAt(headerSize+4*nh+len(key.UserKey), len(value)), value)
 	for lvl := 0; lvl < nh; lvl++ {
-		n.next(lvl).Store(preds[lvl].next(lvl).Load())
+		n.link(lvl).Store(preds[lvl].link(lvl).Load())
 	}
 	// Publish bottom-up: once linked at level 0 the node is visible to
 	// readers, and its own links are already set.
 	for lvl := 0; lvl < nh; lvl++ {
-		preds[lvl].next(lvl).Store(n)
+		preds[lvl].link(lvl).Store(uint32(r))
 	}
-	m.size.Add(int64(len(key.UserKey) + len(value) + nodeOverhead))
+	m.size.Add(int64(size))
 	m.count.Add(1)
 }
 
-// Size is the approximate memory used by the entries, in bytes.
+// Size is the arena bytes the entries use: their keys, values, headers
+// and links.
 func (m *MemTable) Size() int64 { return m.size.Load() }
 
 // Len is the number of entries.
@@ -244,37 +330,41 @@ func (m *MemTable) Len() int { return int(m.count.Load()) }
 // Empty reports whether the memtable holds no entry.
 func (m *MemTable) Empty() bool { return m.count.Load() == 0 }
 
-// splice walks level lvl from x, whose key is below key (or the head), to
-// the last node below key and the node after it (nil at the end).
-func splice(x *node, key base.InternalKey, kp uint64, lvl int) (pred, succ *node) {
-	for {
-		nx := x.next(lvl).Load()
-		if nx == nil || compare(nx, key, kp) >= 0 {
-			return x, nx
-		}
-		x = nx
-	}
-}
-
 // seek returns the last node whose key is < key (or the head) and the
 // node after it on level 0 (nil at the end), both as its walk saw them.
 // The successor must be the one the walk compared, not a second load of
 // pred's link: an Add may link a node (below key) after pred in between.
 func (m *MemTable) seek(key base.InternalKey) (pred, succ *node) {
+	dir := *m.chunks.Load()
 	x := m.head
 	kp := keyPrefix(key.UserKey)
 	for lvl := int(m.height.Load()) - 1; lvl >= 0; lvl-- {
-		// splice's walk, written out: this is every read's hot loop.
+		// This is every read's hot loop.
+		succ = nil
 		for {
-			nx := x.next(lvl).Load()
-			if nx == nil || compare(nx, key, kp) >= 0 {
-				succ = nx
+			nx := ref(x.link(lvl).Load())
+			if nx == 0 {
 				break
 			}
-			x = nx
+			n := m.node(&dir, nx)
+			if compare(n, key, kp) >= 0 {
+				succ = n
+				break
+			}
+			x = n
 		}
 	}
 	return x, succ
+}
+
+// next returns the node after n on level 0, or nil.
+func (m *MemTable) next(n *node) *node {
+	nx := ref(n.tower[0].Load())
+	if nx == 0 {
+		return nil
+	}
+	dir := *m.chunks.Load()
+	return m.node(&dir, nx)
 }
 
 // findGE returns the first node whose key is >= key, or nil.
@@ -292,14 +382,11 @@ func (m *MemTable) findLT(key base.InternalKey) *node {
 }
 
 func (m *MemTable) findLast() *node {
+	dir := *m.chunks.Load()
 	x := m.head
 	for lvl := int(m.height.Load()) - 1; lvl >= 0; lvl-- {
-		for {
-			nx := x.next(lvl).Load()
-			if nx == nil {
-				break
-			}
-			x = nx
+		for nx := ref(x.link(lvl).Load()); nx != 0; nx = ref(x.link(lvl).Load()) {
+			x = m.node(&dir, nx)
 		}
 	}
 	if x == m.head {
@@ -321,10 +408,10 @@ func (m *MemTable) Get(userKey []byte, seq uint64) (value []byte, kind base.Kind
 		return nil, 0, false
 	}
 	n := m.findGE(base.InternalKey{UserKey: userKey, Seq: seq - 1, Kind: base.Kind(math.MaxUint8)})
-	if n == nil || !bytes.Equal(n.key.UserKey, userKey) {
+	if n == nil || !bytes.Equal(n.userKey(), userKey) {
 		return nil, 0, false
 	}
-	return n.value, n.key.Kind, true
+	return n.value(), n.kind, true
 }
 
 // NewIter returns an iterator over every entry (all versions). It sees
@@ -342,7 +429,7 @@ type Iter struct {
 var _ base.Iterator = (*Iter)(nil)
 
 // First implements base.Iterator.
-func (it *Iter) First() bool { it.n = it.m.head.tower[0].Load(); return it.n != nil }
+func (it *Iter) First() bool { it.n = it.m.next(it.m.head); return it.n != nil }
 
 // Last implements base.Iterator.
 func (it *Iter) Last() bool { it.n = it.m.findLast(); return it.n != nil }
@@ -358,7 +445,7 @@ func (it *Iter) Next() bool {
 	if it.n == nil {
 		return false
 	}
-	it.n = it.n.tower[0].Load()
+	it.n = it.m.next(it.n)
 	return it.n != nil
 }
 
@@ -367,15 +454,15 @@ func (it *Iter) Prev() bool {
 	if it.n == nil {
 		return false
 	}
-	it.n = it.m.findLT(it.n.key)
+	it.n = it.m.findLT(it.n.key())
 	return it.n != nil
 }
 
 // Key implements base.Iterator.
-func (it *Iter) Key() base.InternalKey { return it.n.key }
+func (it *Iter) Key() base.InternalKey { return it.n.key() }
 
 // Value implements base.Iterator.
-func (it *Iter) Value() []byte { return it.n.value }
+func (it *Iter) Value() []byte { return it.n.value() }
 
 // Error implements base.Iterator.
 func (it *Iter) Error() error { return nil }

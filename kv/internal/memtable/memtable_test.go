@@ -192,9 +192,10 @@ func TestPrefixCompare(t *testing.T) {
 	for seq := uint64(1); seq <= 20000; seq++ {
 		a := base.InternalKey{UserKey: randKey(), Seq: seq, Kind: base.KindSet}
 		b := base.InternalKey{UserKey: randKey(), Seq: seq + 1, Kind: base.KindSet}
-		n := &node{prefix: keyPrefix(a.UserKey), key: a}
-		require.Equal(t, base.CompareInternalKeys(a, b), compare(n, b, keyPrefix(b.UserKey)), "%x vs %x", a.UserKey, b.UserKey)
 		m.Add(a, nil)
+		n := m.findGE(a) // a's own node
+		require.Equal(t, a, n.key())
+		require.Equal(t, base.CompareInternalKeys(a, b), compare(n, b, keyPrefix(b.UserKey)), "%x vs %x", a.UserKey, b.UserKey)
 		all = append(all, a)
 	}
 	slices.SortFunc(all, base.CompareInternalKeys)

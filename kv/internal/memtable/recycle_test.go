@@ -49,10 +49,11 @@ func requireHolds(t *testing.T, m *MemTable, keys [][]byte) {
 // TestRecyclerReuse releases a memtable and builds the next one from its
 // memory: the second holds exactly its own entries (no stale node, link or
 // byte of the first shows), its inserts allocate nothing while recycled
-// slabs last, and the Recycler never keeps more than its limit.
+// chunks last, and the Recycler never keeps more than its limit, nor the
+// chunk of a single large entry.
 func TestRecyclerReuse(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	r := NewRecycler(64 << 20)
+	r := NewRecycler(4<<20, 64<<20)
 	a := NewRecycled(r)
 	fill(a, rng, 20000, 1)
 	require.Zero(t, r.Held())
@@ -67,7 +68,7 @@ func TestRecyclerReuse(t *testing.T) {
 	// b took back what a had, as much as it needed.
 	require.Less(t, r.Held(), held)
 
-	// With slabs to take, an insert allocates nothing.
+	// With chunks to take, an insert allocates nothing.
 	b.Release()
 	c := NewRecycled(r)
 	key, val := make([]byte, 17), make([]byte, 100)
@@ -81,20 +82,31 @@ func TestRecyclerReuse(t *testing.T) {
 		require.Zero(t, allocs)
 	}
 
-	// A limit below one memtable's memory keeps only that much, of both
-	// kinds in the proportion the memtable used them.
-	small := NewRecycler(1 << 20)
+	// A limit below one memtable's memory keeps only that much, in whole
+	// chunks; a large entry's own chunk is not kept.
+	small := NewRecycler(4<<20, 1<<20)
 	d := NewRecycled(small)
 	fill(d, rng, 20000, 1)
-	nodes, chunks := len(d.own.nodes), len(d.own.chunks)
+	d.Add(ik("large", 1<<30, base.KindSet), make([]byte, small.chunkSize))
+	chunks := len(*d.chunks.Load())
+	require.Greater(t, chunks*small.chunkSize, 1<<20)
 	d.Release()
-	require.LessOrEqual(t, small.Held(), 1<<20)
-	require.NotEmpty(t, small.free.nodes)
-	require.NotEmpty(t, small.free.chunks)
-	// Each count is rounded down: the kept fractions differ by less than
-	// one slab of the scarcer kind.
-	require.InDelta(t, float64(len(small.free.nodes))/float64(nodes), float64(len(small.free.chunks))/float64(chunks), 1/float64(min(nodes, chunks)))
-	require.Empty(t, d.own.nodes, "Release leaves the memtable nothing")
+	require.Equal(t, 1<<20, small.Held())
+	for _, c := range small.free {
+		require.Len(t, c, small.chunkSize)
+	}
+	require.Empty(t, *d.chunks.Load(), "Release leaves the memtable nothing")
+}
+
+// TestChunkSize checks the chunk size for a memtable size: a sixteenth,
+// within [minChunkSize, maxChunkSize], a power of two.
+func TestChunkSize(t *testing.T) {
+	require.Equal(t, minChunkSize, ChunkSize(0))
+	require.Equal(t, minChunkSize, ChunkSize(64<<10))
+	require.Equal(t, 64<<10, ChunkSize(1<<20))
+	require.Equal(t, maxChunkSize, ChunkSize(4<<20))
+	require.Equal(t, maxChunkSize, ChunkSize(1<<30))
+	require.Equal(t, 256<<10, maxChunkSize)
 }
 
 // TestRefReleasesAtLast checks that a memtable's memory goes to the
@@ -102,7 +114,7 @@ func TestRecyclerReuse(t *testing.T) {
 // Recycler releases nothing.
 func TestRefReleasesAtLast(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	r := NewRecycler(64 << 20)
+	r := NewRecycler(4<<20, 64<<20)
 	m := NewRecycled(r)
 	keys := fill(m, rng, 5000, 1)
 	m.Ref()
@@ -124,7 +136,7 @@ func TestRefReleasesAtLast(t *testing.T) {
 // the memory of the one before it (a Recycler), as the store does.
 func BenchmarkAddRecycled(b *testing.B) {
 	value := make([]byte, 100)
-	r := NewRecycler(16 << 20)
+	r := NewRecycler(4<<20, 16<<20)
 	m := NewRecycled(r)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
