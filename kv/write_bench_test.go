@@ -161,7 +161,8 @@ func writeKey(dst []byte, i uint64) []byte {
 // incompressible, as most stores' values are. ns/op is the wall time per
 // write of all goroutines together (so kv/pebble throughput is the inverse
 // ratio of their ns/op); p50, p99 and p99.9 are the latencies of single
-// writes; stall-ms is how long writers waited for flushes; ms/flush is the
+// writes; stall-ms is how long writers waited for flushes; flushes is how
+// many memtables were flushed before the store closed; ms/flush is the
 // time a flush took, compact-ms and ms/compacted-MiB the compactions' time
 // in all and per MiB of tables they wrote, and flushed-B/write the table
 // bytes flushed per write (what every later compaction of it rewrites).
@@ -281,6 +282,7 @@ func benchWrites(b *testing.B, s writeStore, goroutines int, syncWrites bool, va
 	b.ReportMetric(float64(s.stalled().Milliseconds()), "stall-ms")
 	bg := s.background()
 	b.ReportMetric(bg.writeAmp(), "WA")
+	b.ReportMetric(float64(bg.flushes), "flushes")
 	b.ReportMetric(float64(bg.flushTime.Milliseconds())/float64(max(bg.flushes, 1)), "ms/flush")
 	b.ReportMetric(float64(bg.compactTime.Milliseconds()), "compact-ms")
 	if bg.compacted > 0 {
