@@ -85,6 +85,10 @@ func (b *Batch) Count() int { return int(b.count) }
 // Len is the encoded size of the batch in bytes.
 func (b *Batch) Len() int { return len(b.data) }
 
+// memSize bounds the memtable bytes the batch's entries take: their keys
+// and values (within the encoding) and BatchEntryOverhead each.
+func (b *Batch) memSize() int64 { return int64(len(b.data)) + int64(b.count)*int64(BatchEntryOverhead) }
+
 // Reset empties the batch for reuse.
 func (b *Batch) Reset() {
 	if len(b.data) >= batchHeaderLen {

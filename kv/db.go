@@ -183,8 +183,9 @@ type memEntry struct {
 }
 
 // Open opens (creating it if needed, unless ReadOnly) the store in dir.
-// Recovery replays the WAL into a memtable and flushes it to a table; see
-// the package doc for the durability and corruption policy.
+// Recovery replays the WALs into memtables of Options.MemTableSize and
+// flushes each to an L0 table; see the package doc for the durability and
+// corruption policy.
 func Open(dir string, opts *Options) (*DB, error) {
 	o, err := opts.withDefaults()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/kv/internal/memtable"
 
 	"github.com/adaptkv/adaptkv/filterpolicy"
 )
@@ -19,6 +20,8 @@ var (
 	ErrKeyTooLarge = errors.New("kv: key too large")
 	// ErrValueTooLarge is returned for a value longer than MaxValueSize.
 	ErrValueTooLarge = errors.New("kv: value too large")
+	// ErrBatchTooLarge is returned by Apply for a batch over MaxBatchSize.
+	ErrBatchTooLarge = errors.New("kv: batch too large")
 	// ErrClosed is returned by every method of a closed DB, Snapshot or
 	// Iterator.
 	ErrClosed = errors.New("kv: closed")
@@ -47,4 +50,25 @@ const (
 	MaxKeySize = 64 << 10
 	// MaxValueSize is the largest value accepted, in bytes (16 MiB).
 	MaxValueSize = 16 << 20
+	// MaxBatchSize bounds the memtable memory one batch may need, in bytes
+	// (2 GiB): its keys and values and BatchEntryOverhead bytes an entry.
+	// Apply returns ErrBatchTooLarge for a larger batch. (Pebble's bound
+	// is 4 GiB of batch; its memtable arena has the same 32-bit reach as
+	// the store's.)
+	MaxBatchSize = 2 << 30
+	// BatchEntryOverhead is the most memtable bytes an entry takes besides
+	// its key and value, counted against MaxBatchSize (its node in the
+	// memtable's arena at the tallest).
+	BatchEntryOverhead = 115
+	// MaxMemTableSize is the largest Options.MemTableSize (2 GiB): a
+	// memtable holds at most one commit group (at most MaxBatchSize) past
+	// it, and its arena is sure to hold 4 GiB.
+	MaxMemTableSize = 2 << 30
+)
+
+// The bounds above fit the memtable (checked when compiling: an array
+// length must not be negative).
+var (
+	_ [memtable.Capacity - MaxMemTableSize - MaxBatchSize]struct{}
+	_ [BatchEntryOverhead - memtable.MaxEntryOverhead]struct{}
 )

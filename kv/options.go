@@ -35,7 +35,8 @@ type Options struct {
 	// tables. Default 8 MiB.
 	BlockCacheSize int64
 	// MemTableSize is the size in bytes at which the mutable memtable is
-	// switched and queued for flushing. Default 4 MiB.
+	// switched and queued for flushing (its entries' keys and values and
+	// about 37 bytes an entry). Default 4 MiB, at most MaxMemTableSize.
 	MemTableSize int
 	// L0CompactionThreshold is the L0 read amplification (the most L0
 	// tables one key is in) that scores L0 at 2, as Pebble's option of the
@@ -163,6 +164,8 @@ func (o *Options) withDefaults() (Options, error) {
 		return r, fmt.Errorf("%w: BlockCacheSize %d < 0", ErrInvalidOptions, r.BlockCacheSize)
 	case r.MemTableSize < 0:
 		return r, fmt.Errorf("%w: MemTableSize %d < 0", ErrInvalidOptions, r.MemTableSize)
+	case r.MemTableSize > MaxMemTableSize:
+		return r, fmt.Errorf("%w: MemTableSize %d > MaxMemTableSize %d", ErrInvalidOptions, r.MemTableSize, MaxMemTableSize)
 	case r.L0CompactionThreshold < 0:
 		return r, fmt.Errorf("%w: L0CompactionThreshold %d < 0", ErrInvalidOptions, r.L0CompactionThreshold)
 	case r.LevelSizeRatio < 0 || (r.LevelSizeRatio > 0 && r.LevelSizeRatio < 2):

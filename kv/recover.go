@@ -1,8 +1,8 @@
 package kv
 
 // Recovery at Open: read the manifest (or start empty), check that the state
-// it names is whole on disk, replay the WALs it still needs into a memtable,
-// flush that to L0 under a new manifest and WAL, and delete what no longer
+// it names is whole on disk, replay the WALs it still needs into memtables,
+// flush those to L0 under a new manifest and WAL, and delete what no longer
 // belongs to the store. See the package doc for the durability and
 // corruption policy, docs/ARCHITECTURE.md ("Contracts") for the rules.
 
@@ -48,33 +48,44 @@ func (db *DB) recover() error {
 	if err := checkStateOnDisk(st, names); err != nil {
 		return err
 	}
-	mt, err := db.replayWALs(wals)
+	mts, err := db.replayWALs(wals)
 	if err != nil {
 		return err
 	}
 	levels := st.levels
 	if db.opts.ReadOnly {
 		db.mu.logNum = st.logNum
-		db.mu.mem = &memEntry{mt: mt}
+		last := len(mts) - 1
+		for _, mt := range mts[:last] {
+			db.mu.imm = append(db.mu.imm, &memEntry{mt: mt})
+		}
+		db.mu.mem = &memEntry{mt: mts[last]}
 		db.mu.current = db.newVersion(levels)
 		db.newReadStateLocked()
 		return nil
 	}
 
-	// Flush what the WAL held into an L0 table, write a fresh manifest whose
-	// log number is a new WAL's, then create that WAL. In this order a
-	// recovery that fails or is interrupted at any step leaves the old WALs
-	// as they were (the newest still newest, its torn tail still tolerated)
-	// or a manifest that no longer needs them: never a new empty WAL next
-	// to a manifest that still does.
-	if !mt.Empty() {
+	// Flush what the WAL held into L0 tables (one a memtable, oldest
+	// first), write a fresh manifest whose log number is a new WAL's, then
+	// create that WAL. In this order a recovery that fails or is
+	// interrupted at any step leaves the old WALs as they were (the newest
+	// still newest, its torn tail still tolerated) or a manifest that no
+	// longer needs them: never a new empty WAL next to a manifest that
+	// still does.
+	var edit versionEdit
+	for _, mt := range mts {
+		if mt.Empty() {
+			continue
+		}
 		meta, err := db.writeTable(mt.NewIter())
 		if err != nil {
 			return err
 		}
 		db.preAdapt([]*base.TableMeta{meta})
-		levels, err = applyEdit(levels, &versionEdit{added: []addedTable{{level: 0, meta: meta}}})
-		if err != nil {
+		edit.added = append(edit.added, addedTable{level: 0, meta: meta})
+	}
+	if len(edit.added) > 0 {
+		if levels, err = applyEdit(levels, &edit); err != nil {
 			return err
 		}
 	}
@@ -199,13 +210,16 @@ func newerWAL(names []string, logNum uint64) (string, bool) {
 	return "", false
 }
 
-// replayWALs replays the WALs wals (ascending) into one memtable, raising
-// db.lastSeq to the last sequence number replayed. The newest WAL, whose
+// replayWALs replays the WALs wals (ascending) into memtables, raising
+// db.lastSeq to the last sequence number replayed. A memtable takes whole
+// batches until it reaches MemTableSize, as in the running store, so each
+// stays within memtable.Capacity; there is always at least one, the
+// newest last. The newest WAL, whose
 // torn tail is tolerated, is the newest with data: a later empty (or
 // all-zero, see walHasData) WAL was
 // created by a rotation or a recovery that went no further, before any
 // record was written to it (see replayWAL).
-func (db *DB) replayWALs(wals []uint64) (*memtable.MemTable, error) {
+func (db *DB) replayWALs(wals []uint64) ([]*memtable.MemTable, error) {
 	fs, dir := db.fs, db.dir
 	newest := len(wals) - 1
 	for ; newest > 0; newest-- {
@@ -217,9 +231,14 @@ func (db *DB) replayWALs(wals []uint64) (*memtable.MemTable, error) {
 			break
 		}
 	}
-	mt := memtable.New()
+	mts := []*memtable.MemTable{memtable.New()}
 	for i, num := range wals {
 		_, err := replayWAL(fs, fs.PathJoin(dir, walFileName(num)), i >= newest, func(data []byte) error {
+			mt := mts[len(mts)-1]
+			if mt.Size() >= int64(db.opts.MemTableSize) {
+				mt = memtable.New()
+				mts = append(mts, mt)
+			}
 			_, _, err := decodeBatch(data, func(seq uint64, e batchEntry) error {
 				mt.Add(base.InternalKey{UserKey: e.key, Seq: seq, Kind: e.kind}, e.value)
 				if seq > db.lastSeq.Load() {
@@ -233,7 +252,7 @@ func (db *DB) replayWALs(wals []uint64) (*memtable.MemTable, error) {
 			return nil, err
 		}
 	}
-	return mt, nil
+	return mts, nil
 }
 
 // deleteObsoleteFiles deletes, among the directory's files names, those

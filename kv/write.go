@@ -55,9 +55,34 @@ func (db *DB) Apply(b *Batch, o *WriteOptions) error {
 		}
 		return nil
 	}
+	if n := b.memSize(); n > maxBatchMem {
+		return fmt.Errorf("%w: %d entries, %d bytes, need %d bytes of memtable > MaxBatchSize %d",
+			ErrBatchTooLarge, b.count, len(b.data), n, maxBatchMem)
+	}
 	req := getCommitReq()
 	defer putCommitReq(req)
 	return db.commitOne(req, b, o)
+}
+
+// maxBatchMem is MaxBatchSize, a variable so that tests can lower it.
+var maxBatchMem int64 = MaxBatchSize
+
+// groupLen is how many of the requests pending, from the first, make the
+// next commit group: all of them, or as many as keep the memtable bytes
+// their batches may take within maxBatchMem (at least one), so that a
+// memtable below MemTableSize always has room for a group
+// (memtable.Capacity). The others wait for the next leader.
+func groupLen(pending []*commitReq) int {
+	var sum int64
+	for i, r := range pending {
+		if r.batch == nil {
+			continue
+		}
+		if sum += r.batch.memSize(); sum > maxBatchMem && i > 0 {
+			return i
+		}
+	}
+	return len(pending)
 }
 
 // commitOne commits b through req, after the checks every write makes.
@@ -118,6 +143,9 @@ func (db *DB) commit(req *commitReq) error {
 	db.commits.leading = true
 	group := db.commits.pending
 	db.commits.pending = nil
+	if n := groupLen(group); n < len(group) {
+		group, db.commits.pending = group[:n:n], slices.Clone(group[n:])
+	}
 	db.commits.mu.Unlock()
 
 	queued := false

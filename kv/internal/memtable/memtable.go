@@ -77,10 +77,28 @@ type ref uint32
 const (
 	refOffBits = 15
 	// maxChunkSize is the largest standard chunk: offsets of up to
-	// 2^refOffBits units of entryAlign. 2^17 chunks of it make 32 GiB.
+	// 2^refOffBits units of entryAlign.
 	maxChunkSize = entryAlign << refOffBits
 	minChunkSize = 4 << 10
+	// maxChunks is the number of chunks a ref can name.
+	maxChunks = 1 << (32 - refOffBits)
+	// growAt is the number of chunks after which a memtable takes chunks
+	// of maxChunkSize whatever its chunk size, so that small chunks do not
+	// use up the refs (see Capacity).
+	growAt = maxChunks / 8
 )
+
+// Capacity is the entry bytes (Size) a memtable is sure to hold, whatever
+// the sizes of its entries: after growAt chunks, each further chunk holds
+// at least 3/4 of maxChunkSize of entries or one entry of more than a
+// quarter of it, so the remaining 7/8 of the refs reach at least 7 GiB.
+// The caller of Add keeps Size within it.
+const Capacity = 4 << 30
+
+// MaxEntryOverhead is the most arena bytes an entry takes besides its key
+// and value: a header, a full tower and the padding. A batch of n entries
+// whose keys and values are b bytes takes at most b + n*MaxEntryOverhead.
+const MaxEntryOverhead = headerSize + 4*maxHeight + entryAlign - 1
 
 // keyPrefix returns the first 8 bytes of k as a big-endian number, padded
 // with zeros. Where two keys' prefixes differ, they order as the keys do:
@@ -159,7 +177,7 @@ type MemTable struct {
 	rnd       uint64
 	free      []byte // the unused end of the current chunk
 	freeRef   ref    // the ref of free's first byte
-	chunkSize int    // bytes of a standard chunk
+	chunkSize int    // bytes of a standard chunk (maxChunkSize from growAt chunks on)
 
 	rec  *Recycler    // where Release hands the chunks (nil: nowhere)
 	refs atomic.Int32 // see Ref
@@ -217,10 +235,18 @@ func (m *MemTable) alloc(size int) (ref, *node) {
 
 // addChunk publishes c as the next chunk and returns its index. The new
 // directory shares the old one's array: readers of the old directory never
-// index past its length.
+// index past its length. A chunk past the refs' reach is a broken caller
+// contract (Size beyond Capacity), not bad input: it panics rather than
+// link entries under refs that name other chunks.
 func (m *MemTable) addChunk(c []byte) ref {
+	if len(*m.chunks.Load()) == maxChunks {
+		panic("memtable: more entries than Capacity")
+	}
 	dir := append(*m.chunks.Load(), c)
 	m.chunks.Store(&dir)
+	if len(dir) >= growAt {
+		m.chunkSize = maxChunkSize
+	}
 	return ref(len(dir) - 1)
 }
 
@@ -269,7 +295,7 @@ func (m *MemTable) randomHeight() int {
 // Add inserts key and its value, copying both into the memtable's own
 // storage (the caller may reuse its buffers once Add returns). Inserting an
 // internal key equal to an existing one is not expected (sequence numbers
-// are unique).
+// are unique), nor entries beyond Capacity.
 func (m *MemTable) Add(key base.InternalKey, value []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

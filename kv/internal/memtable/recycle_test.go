@@ -152,3 +152,25 @@ func BenchmarkAddRecycled(b *testing.B) {
 		m.Add(base.InternalKey{UserKey: k, Seq: uint64(i + 1), Kind: base.KindSet}, value)
 	}
 }
+
+// TestChunksGrowBeforeRefsRunOut fills a memtable of 4 KiB chunks with
+// entries of more than a quarter chunk, each of which takes a chunk (and
+// a ref's chunk index) of its own: after growAt chunks the memtable takes
+// chunks of maxChunkSize, in which such entries share chunks again, so the
+// refs last (Capacity). Every entry reads back.
+func TestChunksGrowBeforeRefsRunOut(t *testing.T) {
+	r := NewRecycler(64<<10, 0)
+	require.Equal(t, minChunkSize, r.chunkSize)
+	m := NewRecycled(r)
+	rng := rand.New(rand.NewPCG(11, 12))
+	keys := make([][]byte, growAt+4000)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "k%016x", rng.Uint64())
+		m.Add(ik(string(keys[i]), uint64(i+1), base.KindSet), bytes.Repeat(keys[i][1:2], 1100))
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	require.Equal(t, maxChunkSize, m.chunkSize)
+	// growAt chunks of one entry each, then 4000 entries about 57 to a chunk.
+	require.Less(t, len(*m.chunks.Load()), growAt+100)
+	requireHolds(t, m, keys)
+}
