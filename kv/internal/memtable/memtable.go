@@ -305,17 +305,7 @@ func (m *MemTable) Add(key base.InternalKey, value []byte) {
 	h := int(m.height.Load())
 	kp := keyPrefix(key.UserKey)
 	for lvl := h - 1; lvl >= 0; lvl-- {
-		for {
-			nx := ref(x.link(lvl).Load())
-			if nx == 0 {
-				break
-			}
-			n := m.node(&dir, nx)
-			if compare(n, key, kp) >= 0 {
-				break
-			}
-			x = n
-		}
+		x, _ = m.splice(&dir, x, lvl, key, kp)
 		preds[lvl] = x
 	}
 	nh := m.randomHeight()
@@ -365,7 +355,9 @@ func (m *MemTable) seek(key base.InternalKey) (pred, succ *node) {
 	x := m.head
 	kp := keyPrefix(key.UserKey)
 	for lvl := int(m.height.Load()) - 1; lvl >= 0; lvl-- {
-		// This is every read's hot loop.
+		// splice's walk, written out: this is every read's hot loop, and
+		// as a call Get took 6% longer (BenchmarkGet 293 -> 311 ns,
+		// p = 0.015, 6 alternating runs).
 		succ = nil
 		for {
 			nx := ref(x.link(lvl).Load())
@@ -381,6 +373,23 @@ func (m *MemTable) seek(key base.InternalKey) (pred, succ *node) {
 		}
 	}
 	return x, succ
+}
+
+// splice walks level lvl from x, whose key is below key (or the head), to
+// the last node below key and the node after it (nil at the end), the one
+// it compared.
+func (m *MemTable) splice(dir *[][]byte, x *node, lvl int, key base.InternalKey, kp uint64) (pred, succ *node) {
+	for {
+		nx := ref(x.link(lvl).Load())
+		if nx == 0 {
+			return x, nil
+		}
+		n := m.node(dir, nx)
+		if compare(n, key, kp) >= 0 {
+			return x, n
+		}
+		x = n
+	}
 }
 
 // next returns the node after n on level 0, or nil.
