@@ -281,7 +281,7 @@ func BenchmarkFlushCompactKnownNegatives(b *testing.B) {
 				before := db.Metrics().PreAdaptChecks
 				metas, err := compaction.Run(in, compaction.RunOptions{
 					DropTombstones: true, TargetFileSize: db.opts.TargetFileSize,
-					NewOutput: func() (compaction.Output, error) { return db.newOutput(nil) },
+					NewOutput: func() (compaction.Output, error) { return db.newOutput(nil, db.opts.TableFormat) },
 				})
 				require.NoError(b, err)
 				require.NoError(b, in.Close())

@@ -144,7 +144,7 @@ func (db *DB) runCompaction(plan *compaction.Plan, v *version) error {
 		TargetFileSize: db.opts.TargetFileSize,
 		Grandparents:   plan.Grandparents(v.levels),
 		NewOutput: func() (compaction.Output, error) {
-			o, err := db.newOutput(kn)
+			o, err := db.newOutput(kn, db.opts.TableFormat)
 			if err == nil {
 				outs = append(outs, o)
 			}

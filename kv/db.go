@@ -308,6 +308,15 @@ func (db *DB) writeTable(it base.Iterator) (*base.TableMeta, error) {
 	return metas[0], nil
 }
 
+// flushFormat is the block layout of the tables flushes and recovery
+// write (Options.FlushInTableFormat).
+func (db *DB) flushFormat() sstable.Format {
+	if db.opts.FlushInTableFormat {
+		return db.opts.TableFormat
+	}
+	return sstable.FormatRow
+}
+
 // writeTables writes every entry of it (which must hold one) into new
 // tables, cutting before the first user key past a split key once the
 // table holds minBytes (Options.FlushSplitBytes); splits ascend.
@@ -348,7 +357,7 @@ func (db *DB) writeTables(it base.Iterator, splits [][]byte, minBytes uint64) ([
 		}
 		if out == nil {
 			var err error
-			if out, err = db.newOutput(kn); err != nil {
+			if out, err = db.newOutput(kn, db.flushFormat()); err != nil {
 				return fail(err)
 			}
 		}
@@ -376,10 +385,10 @@ type tableOutput struct {
 
 // newOutput creates a table; kn are the known negatives a policy that
 // builds around them gets (see buildNegatives).
-func (db *DB) newOutput(kn knownneg.List) (*tableOutput, error) {
+func (db *DB) newOutput(kn knownneg.List, format sstable.Format) (*tableOutput, error) {
 	fn := db.allocFileNum()
 	w, err := sstable.Create(db.fs, db.fs.PathJoin(db.dir, tableFileName(fn)),
-		sstable.WriterOptions{Policy: db.policy, KnownNegatives: kn, Format: db.opts.TableFormat})
+		sstable.WriterOptions{Policy: db.policy, KnownNegatives: kn, Format: format})
 	if err != nil {
 		return nil, err
 	}

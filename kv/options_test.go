@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/filterpolicy"
 	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 	"github.com/adaptkv/adaptkv/sstable"
@@ -59,25 +60,13 @@ func TestOpenRejectsForeignFilterPolicy(t *testing.T) {
 	}
 }
 
-// TestTableFormat: a store writes its flushes and compaction outputs in
-// Options.TableFormat, reads tables of either layout, and reopened with
-// the other layout compacts the two together with every key intact.
+// TestTableFormat: a store writes its flushes (with FlushInTableFormat)
+// and compaction outputs in Options.TableFormat, reads tables of either
+// layout, and reopened with the other layout compacts the two together
+// with every key intact.
 func TestTableFormat(t *testing.T) {
 	fs := vfs.NewMem()
-	formats := func(db *DB) map[sstable.Format]int {
-		v := db.currentVersion()
-		defer v.unref()
-		out := map[sstable.Format]int{}
-		for _, ts := range v.levels {
-			for _, tm := range ts {
-				h, err := db.tc.get(tm.FileNum)
-				require.NoError(t, err)
-				out[h.r.Format()]++
-				db.tc.release(h)
-			}
-		}
-		return out
-	}
+	formats := func(db *DB) map[sstable.Format]int { return tableFormats(t, db, 0, compaction.NumLevels) }
 	write := func(db *DB, from, to int) {
 		for i := from; i < to; i++ {
 			require.NoError(t, db.Set(fmt.Appendf(nil, "k%06d", i), fmt.Appendf(nil, "v%d", i), NoSync))
@@ -102,7 +91,7 @@ func TestTableFormat(t *testing.T) {
 	require.Equal(t, []sstable.Format{sstable.FormatRow}, slices.Collect(maps.Keys(formats(db))))
 	require.NoError(t, db.Close())
 
-	db, err = Open("db", &Options{FS: fs, MemTableSize: 64 << 10}) // columnar, the default
+	db, err = Open("db", &Options{FS: fs, MemTableSize: 64 << 10, FlushInTableFormat: true}) // columnar, the default
 	require.NoError(t, err)
 	check(db, 10000)
 	write(db, 10000, 20000)
@@ -115,4 +104,56 @@ func TestTableFormat(t *testing.T) {
 	require.Equal(t, []sstable.Format{sstable.FormatColumnar}, slices.Collect(maps.Keys(formats(db))))
 	check(db, 20000)
 	require.NoError(t, db.Close())
+}
+
+// tableFormats counts the tables of levels [from, to) of db's current
+// version by block layout.
+func tableFormats(t *testing.T, db *DB, from, to int) map[sstable.Format]int {
+	v := db.currentVersion()
+	defer v.unref()
+	out := map[sstable.Format]int{}
+	for _, ts := range v.levels[from:to] {
+		for _, tm := range ts {
+			h, err := db.tc.get(tm.FileNum)
+			require.NoError(t, err)
+			out[h.r.Format()]++
+			db.tc.release(h)
+		}
+	}
+	return out
+}
+
+// TestFlushWritesRowBlocks: by default flushes (and recovery) write row
+// blocks while compactions write Options.TableFormat; FlushInTableFormat
+// makes flushes follow TableFormat. Every key reads back from either.
+func TestFlushWritesRowBlocks(t *testing.T) {
+	for _, inFormat := range []bool{false, true} {
+		fs := vfs.NewMem()
+		o := &Options{FS: fs, MemTableSize: 64 << 10, FlushInTableFormat: inFormat,
+			L0CompactionThreshold: 100, L0CompactionFileThreshold: 100}
+		db, err := Open("db", o)
+		require.NoError(t, err)
+		for i := range 3000 {
+			require.NoError(t, db.Set(fmt.Appendf(nil, "k%06d", i), fmt.Appendf(nil, "v%d", i), NoSync))
+		}
+		require.NoError(t, db.Close()) // the last memtable stays in the WAL
+		db, err = Open("db", o)        // recovery flushes it
+		require.NoError(t, err)
+		want := sstable.FormatRow
+		if inFormat {
+			want = sstable.FormatColumnar
+		}
+		l0 := tableFormats(t, db, 0, 1)
+		require.Positive(t, l0[want])
+		require.Len(t, l0, 1, "every L0 table in %v", want)
+		require.Empty(t, tableFormats(t, db, 1, compaction.NumLevels), "no compaction ran")
+		require.NoError(t, db.Compact(nil, nil))
+		require.Equal(t, []sstable.Format{sstable.FormatColumnar}, slices.Collect(maps.Keys(tableFormats(t, db, 0, compaction.NumLevels))), "compaction outputs")
+		for i := range 3000 {
+			got, err := db.Get(fmt.Appendf(nil, "k%06d", i))
+			require.NoError(t, err)
+			require.Equal(t, fmt.Sprintf("v%d", i), string(got))
+		}
+		require.NoError(t, db.Close())
+	}
 }
