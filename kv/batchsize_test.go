@@ -18,7 +18,8 @@ func withMaxBatchMem(t *testing.T, n int64) {
 
 // TestBatchTooLarge: a batch whose memtable bytes would exceed the bound
 // is refused with ErrBatchTooLarge and leaves nothing behind; one within
-// it commits; a MemTableSize past MaxMemTableSize is an invalid option.
+// it commits; a MemTableSize past MaxMemTableSize is an invalid option; a
+// closed or read-only store reports that before the batch's size.
 func TestBatchTooLarge(t *testing.T) {
 	fs := vfs.NewMem()
 	db, err := Open("db", &Options{FS: fs})
@@ -43,6 +44,15 @@ func TestBatchTooLarge(t *testing.T) {
 
 	_, err = Open("db2", &Options{FS: fs, MemTableSize: MaxMemTableSize + 1})
 	require.ErrorIs(t, err, ErrInvalidOptions)
+
+	// The store's state is reported before the batch's size.
+	withMaxBatchMem(t, b.memSize()-1)
+	require.NoError(t, db.Close())
+	ro, err := Open("db", &Options{FS: fs, ReadOnly: true})
+	require.NoError(t, err)
+	require.ErrorIs(t, ro.Apply(b, Sync), ErrReadOnly)
+	require.NoError(t, ro.Close())
+	require.ErrorIs(t, ro.Apply(b, Sync), ErrClosed)
 }
 
 // TestGroupLen checks where a commit group is cut: before the batch that

@@ -46,13 +46,15 @@ func (db *DB) Delete(key []byte, o *WriteOptions) error {
 // or none). nil options mean Sync. The batch may be reused after Apply
 // returns.
 func (db *DB) Apply(b *Batch, o *WriteOptions) error {
+	// The store's state first: a batch, whatever its size, meets a closed
+	// or read-only store with that error (commitOne checks again).
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	if db.opts.ReadOnly {
+		return ErrReadOnly
+	}
 	if b == nil || b.count == 0 {
-		if db.closed.Load() {
-			return ErrClosed
-		}
-		if db.opts.ReadOnly {
-			return ErrReadOnly
-		}
 		return nil
 	}
 	if n := b.memSize(); n > maxBatchMem {
