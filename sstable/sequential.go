@@ -2,7 +2,7 @@ package sstable
 
 import (
 	"context"
-	"sync"
+	"github.com/adaptkv/adaptkv/internal/freelist"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -137,23 +137,14 @@ const bigBufSize = readaheadSize
 // slices, a small free list rather than a sync.Pool, which every GC empties:
 // at most maxBigBufs (2 MiB), enough for a flush and two compactions with a
 // few inputs each.
-var bigBufs struct {
-	mu   sync.Mutex
-	free [][]byte
-}
+var bigBufs = freelist.New[[]byte](maxBigBufs)
 
 const maxBigBufs = 8
 
 func getBigBuf() []byte {
-	bigBufs.mu.Lock()
-	if n := len(bigBufs.free); n > 0 {
-		b := bigBufs.free[n-1]
-		bigBufs.free[n-1] = nil
-		bigBufs.free = bigBufs.free[:n-1]
-		bigBufs.mu.Unlock()
+	if b, ok := bigBufs.Get(); ok {
 		return b
 	}
-	bigBufs.mu.Unlock()
 	return make([]byte, bigBufSize)
 }
 
@@ -163,9 +154,5 @@ func putBigBuf(b []byte) {
 	if cap(b) != bigBufSize {
 		return
 	}
-	bigBufs.mu.Lock()
-	if len(bigBufs.free) < maxBigBufs {
-		bigBufs.free = append(bigBufs.free, b[:bigBufSize])
-	}
-	bigBufs.mu.Unlock()
+	bigBufs.Put(b[:bigBufSize])
 }

@@ -111,14 +111,9 @@ func (c *countingBytes) ReadAt(_ context.Context, p []byte, off int64) error {
 // iterator closed, and the next ones are taken from there; the list never
 // holds more than maxBigBufs.
 func TestBigBufsRecycled(t *testing.T) {
-	bigBufs.mu.Lock()
-	bigBufs.free = nil
-	bigBufs.mu.Unlock()
-	held := func() int {
-		bigBufs.mu.Lock()
-		defer bigBufs.mu.Unlock()
-		return len(bigBufs.free)
+	for _, ok := bigBufs.Get(); ok; _, ok = bigBufs.Get() {
 	}
+	held := bigBufs.Len
 	fs := vfs.NewMem()
 	writeTable(t, fs, "t.sst", mustPolicy(t, "bloom", 1), 20000)
 	require.Equal(t, 1, held(), "the finished table's write buffer")

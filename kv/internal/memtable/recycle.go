@@ -1,7 +1,7 @@
 package memtable
 
 import (
-	"sync"
+	"github.com/adaptkv/adaptkv/internal/freelist"
 	"sync/atomic"
 )
 
@@ -14,11 +14,8 @@ import (
 // store"). Pebble recycles its memtable arenas for the same reason. It is
 // safe for concurrent use.
 type Recycler struct {
-	chunkSize int // bytes of each chunk its memtables take
-
-	mu    sync.Mutex
-	limit int // bytes kept at most
-	free  [][]byte
+	chunkSize int                    // bytes of each chunk its memtables take
+	free      *freelist.List[[]byte] // at most limit / chunkSize chunks
 
 	reused atomic.Uint64 // chunks handed out again
 }
@@ -38,7 +35,8 @@ func ChunkSize(memTableSize int) int {
 // NewRecycler returns a Recycler whose memtables take chunks of
 // ChunkSize(memTableSize) and that keeps at most limit bytes of them.
 func NewRecycler(memTableSize, limit int) *Recycler {
-	return &Recycler{chunkSize: ChunkSize(memTableSize), limit: max(limit, 0)}
+	c := ChunkSize(memTableSize)
+	return &Recycler{chunkSize: c, free: freelist.New[[]byte](max(limit, 0) / c)}
 }
 
 // chunkLen is the size of the chunks r's memtables take; without a
@@ -55,9 +53,7 @@ func (r *Recycler) Reused() uint64 { return r.reused.Load() }
 
 // Held is the number of bytes the Recycler keeps now.
 func (r *Recycler) Held() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.free) * r.chunkSize
+	return r.free.Len() * r.chunkSize
 }
 
 // chunk returns a chunk of size bytes: a kept one (bytes hold no pointers
@@ -65,16 +61,10 @@ func (r *Recycler) Held() int {
 // cleared) or a new one.
 func (r *Recycler) chunk(size int) []byte {
 	if r != nil && size == r.chunkSize {
-		r.mu.Lock()
-		if n := len(r.free); n > 0 {
-			c := r.free[n-1]
-			r.free[n-1] = nil
-			r.free = r.free[:n-1]
-			r.mu.Unlock()
+		if c, ok := r.free.Get(); ok {
 			r.reused.Add(1)
 			return c
 		}
-		r.mu.Unlock()
 	}
 	return make([]byte, size)
 }
@@ -86,14 +76,9 @@ func (r *Recycler) put(dir [][]byte) {
 	if r == nil {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, c := range dir {
-		if (len(r.free)+1)*r.chunkSize > r.limit {
+		if len(c) == r.chunkSize && !r.free.Put(c) {
 			return
-		}
-		if len(c) == r.chunkSize {
-			r.free = append(r.free, c)
 		}
 	}
 }

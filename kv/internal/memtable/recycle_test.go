@@ -92,7 +92,7 @@ func TestRecyclerReuse(t *testing.T) {
 	require.Greater(t, chunks*small.chunkSize, 1<<20)
 	d.Release()
 	require.Equal(t, 1<<20, small.Held())
-	for _, c := range small.free {
+	for c, ok := small.free.Get(); ok; c, ok = small.free.Get() {
 		require.Len(t, c, small.chunkSize)
 	}
 	require.Empty(t, *d.chunks.Load(), "Release leaves the memtable nothing")
