@@ -2,7 +2,9 @@ package kv
 
 import (
 	"fmt"
+	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -80,21 +82,45 @@ func (m *walMapping) populateAhead() {
 		if m.reach < len(m.data) {
 			end = min(m.populated+m.reach/2, end)
 		}
-		m.populate(m.data[m.populated:end])
+		m.populate(m.data[m.populated:end], m.reach == populateWhole)
 		m.populated = end
 	}
 }
 
-// populate faults the pages of free in on a goroutine of its own.
-// Populating changes no byte, so it may run alongside the writer; the
-// mapping waits for it before it is unmapped. Where the kernel lacks the
-// advice, pages fault on first write.
-func (m *walMapping) populate(free []byte) {
+// populate faults the pages of free in on a goroutine of its own, and with
+// touch then writes to each of them once (touchPages). Populating and
+// touching change no byte, so they may run alongside the writer; the
+// mapping waits for them before it is unmapped. Where the kernel lacks the
+// advice, pages fault on first write. Only a mapping populated whole is
+// touched: with a window the WAL's writers sync, an fdatasync cleans (and
+// write-protects) the pages ahead of the writer, and a touch after it
+// dirties them again for the next fdatasync to write (touching every
+// window made the write benchmark's sync-16 p99 1.65 -> 2.24 ms).
+func (m *walMapping) populate(free []byte, touch bool) {
 	m.populating.Add(1)
 	go func() {
 		defer m.populating.Done()
 		_ = syscall.Madvise(free, madvPopulateWrite)
+		if touch {
+			touchPages(free)
+		}
 	}()
+}
+
+// touchPages writes to every page of b once, changing nothing: an atomic
+// add of zero to its first word. On this project's VM (a Firecracker
+// guest) the first write from user space to a page populated by
+// MADV_POPULATE_WRITE still cost about 20 us once every 8 pages or so,
+// without a page fault (getrusage counted none): a microbenchmark copying
+// 150-byte records through a populated 4.4 MB mapping had 142 copies over
+// 5 us (p99.9 20 us) before and 0-1 after the pages were touched, and the
+// store's NoSync writes paid it on the writer's path. The add is atomic so
+// that it loses no byte the writer may be writing to the same word at the
+// same time (it writes back whatever the word holds).
+func touchPages(b []byte) {
+	for i := 0; i+4 <= len(b); i += pageSize {
+		atomic.AddUint32((*uint32)(unsafe.Pointer(&b[i])), 0)
+	}
 }
 
 // unmap releases the mapping and cuts the file to the bytes written.
