@@ -116,7 +116,8 @@ func (m *walMapping) populate(free []byte, touch bool) {
 // 5 us (p99.9 20 us) before and 0-1 after the pages were touched, and the
 // store's NoSync writes paid it on the writer's path. The add is atomic so
 // that it loses no byte the writer may be writing to the same word at the
-// same time (it writes back whatever the word holds).
+// same time (it writes back whatever the word holds). b starts at a page
+// boundary (populateAhead populates whole pages), so each word is aligned.
 func touchPages(b []byte) {
 	for i := 0; i+4 <= len(b); i += pageSize {
 		atomic.AddUint32((*uint32)(unsafe.Pointer(&b[i])), 0)

@@ -2,8 +2,8 @@ package sstable
 
 import (
 	"context"
-	"github.com/adaptkv/adaptkv/internal/freelist"
 
+	"github.com/adaptkv/adaptkv/internal/freelist"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 

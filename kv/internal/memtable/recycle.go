@@ -1,8 +1,9 @@
 package memtable
 
 import (
-	"github.com/adaptkv/adaptkv/internal/freelist"
 	"sync/atomic"
+
+	"github.com/adaptkv/adaptkv/internal/freelist"
 )
 
 // Recycler keeps the chunks of released memtables for the memtables
