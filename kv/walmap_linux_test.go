@@ -26,14 +26,12 @@ func TestTouchPagesChangesNothing(t *testing.T) {
 		}
 		copy(data[:size/2], want[:size/2])
 		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			// The writer: 150-byte records over the second half.
 			for off := size / 2; off < size; off += 150 {
 				copy(data[off:min(off+150, size)], want[off:])
 			}
-		}()
+		})
 		touchPages(data)
 		wg.Wait()
 		touchPages(data)

@@ -137,9 +137,9 @@ const bigBufSize = readaheadSize
 // slices, a small free list rather than a sync.Pool, which every GC empties:
 // at most maxBigBufs (2 MiB), enough for a flush and two compactions with a
 // few inputs each.
-var bigBufs = freelist.New[[]byte](maxBigBufs)
-
 const maxBigBufs = 8
+
+var bigBufs = freelist.New[[]byte](maxBigBufs)
 
 func getBigBuf() []byte {
 	if b, ok := bigBufs.Get(); ok {

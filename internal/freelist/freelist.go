@@ -8,8 +8,8 @@ package freelist
 
 import "sync"
 
-// List is a free list of at most Max values. The zero List keeps nothing;
-// use New. It is safe for concurrent use.
+// List is a free list that keeps at most as many values as New was given.
+// The zero List keeps nothing; use New. It is safe for concurrent use.
 type List[T any] struct {
 	max  int
 	mu   sync.Mutex
@@ -36,7 +36,7 @@ func (l *List[T]) Get() (T, bool) {
 	return v, true
 }
 
-// Put keeps v unless the list holds Max values already; it reports whether
+// Put keeps v unless the list is at its bound already; it reports whether
 // v was kept (if not, the caller drops it).
 func (l *List[T]) Put(v T) bool {
 	l.mu.Lock()
@@ -54,6 +54,3 @@ func (l *List[T]) Len() int {
 	defer l.mu.Unlock()
 	return len(l.free)
 }
-
-// Max is the most values the list keeps.
-func (l *List[T]) Max() int { return l.max }
