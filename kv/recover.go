@@ -97,7 +97,7 @@ func (db *DB) recover() error {
 		return err
 	}
 	db.manifest.w = m
-	w, err := createWAL(fs, fs.PathJoin(dir, walFileName(walNum)), walNum, db.walPreallocateSize(), db.mapsWAL(), populateWhole)
+	w, err := createWAL(fs, fs.PathJoin(dir, walFileName(walNum)), walNum, db.walPreallocateSize(), db.mapsWAL(), populateLearn)
 	if err != nil {
 		return err
 	}

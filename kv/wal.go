@@ -45,12 +45,16 @@ type walWriter struct {
 	// those of them that synced; the next WAL's mapping is populated by
 	// them (populateReach).
 	groups, syncGroups int
+	// widening: the mapping's window becomes the whole mapping once
+	// widenAfterGroups groups have been written and none synced
+	// (populateLearn).
+	widening bool
 }
 
 // createWAL creates WAL file num at path. With mapped (the OS file system,
 // Options.DisableWALMapping unset) it tries to map the file, preallocate
 // bytes at a time (walMapping), faulting its pages in up to populate bytes
-// ahead of the writer; where that is impossible, and without
+// ahead of the writer (or populateLearn); where that is impossible, and without
 // mapped, the file grows in preallocated steps of preallocate bytes and is
 // synced with fdatasync (vfs's syncing file, as Pebble's WAL): appends
 // within preallocated space need no block allocation at each sync. Pebble
@@ -60,10 +64,14 @@ func createWAL(fs vfs.FS, path string, num uint64, preallocate int, mapped bool,
 	if err != nil {
 		return nil, err
 	}
+	widening := populate == populateLearn
+	if widening {
+		populate = populateWindow
+	}
 	if mapped && walMappingSupported {
 		m, err := mapWAL(f, preallocate, populate)
 		if err == nil {
-			return &walWriter{num: num, f: f, mapped: m, w: record.NewWriter(m)}, nil
+			return &walWriter{num: num, f: f, mapped: m, w: record.NewWriter(m), widening: widening}, nil
 		}
 		// Start again with an empty file, written with write(2).
 		_ = f.Close()
@@ -77,11 +85,36 @@ func createWAL(fs vfs.FS, path string, num uint64, preallocate int, mapped bool,
 }
 
 // How far ahead of the writer a WAL mapping faults its pages in
-// (walMapping.populateAhead): the whole mapping, or a window.
+// (walMapping.populateAhead): the whole mapping, or a window. populateLearn
+// is for a WAL whose writers are not known yet, the first after Open: a
+// window, widened to the whole mapping once widenAfterGroups commit groups
+// have been written without a sync (countGroup). A whole mapping from the
+// start made a store opened under Sync writers pay for it: its first two
+// fdatasyncs wrote the 4.4 MB of zero pages populating had dirtied (15-23
+// ms each, traced), and the write benchmark's sync-16 p99.9 was 8.0-11.0
+// ms against 5.1-5.7 ms with populateLearn (Pebble 4.3-5.8), 6 four-way
+// runs; see docs/ARCHITECTURE.md (the WAL).
 const (
-	populateWhole  = math.MaxInt
-	populateWindow = 256 << 10
+	populateWhole    = math.MaxInt
+	populateWindow   = 256 << 10
+	populateLearn    = -1
+	widenAfterGroups = 64
 )
+
+// countGroup counts a commit group written to the WAL, and widens the
+// mapping of a WAL created with populateLearn once it has seen
+// widenAfterGroups groups and none of them synced.
+func (w *walWriter) countGroup(sync bool) {
+	w.groups++
+	if sync {
+		w.syncGroups++
+		w.widening = false
+	}
+	if w.widening && w.groups >= widenAfterGroups {
+		w.widening = false
+		w.mapped.widen()
+	}
+}
 
 // populateReach is how far ahead of the writer the mapping of the WAL after
 // w is populated: a window if at least one in eight of w's commit groups
@@ -123,6 +156,12 @@ type walMapping struct {
 	// for them.
 	populated, reach int
 	populating       sync.WaitGroup
+}
+
+// widen has the mapping populated whole from now on.
+func (m *walMapping) widen() {
+	m.reach = populateWhole
+	m.populateAhead()
 }
 
 // Write copies p into the mapping at off, growing the file and the mapping

@@ -174,7 +174,9 @@ func TestWALHasData(t *testing.T) {
 // too); a WAL whose commit groups synced (one in eight or more) gives the
 // next WAL's mapping a window, so that a Sync commit does not write a
 // mapping's worth of zero pages, and a WAL written without Sync gives the
-// next one the whole mapping again.
+// next one the whole mapping again. The first WAL after Open starts with a
+// window and widens to the whole mapping after widenAfterGroups groups
+// without a sync; one Sync group among them keeps the window.
 func TestWALPopulateReach(t *testing.T) {
 	t.Run("populateReach", func(t *testing.T) {
 		for _, tc := range []struct {
@@ -219,12 +221,36 @@ func TestWALPopulateReach(t *testing.T) {
 			require.NoError(t, f.Close())
 		}
 	})
+	t.Run("first WAL", func(t *testing.T) {
+		for _, syncAt := range []int{-1, 0, widenAfterGroups - 2} {
+			db, err := Open(t.TempDir(), nil)
+			require.NoError(t, err)
+			require.NotNil(t, db.wal.mapped, "the WAL is not mapped")
+			require.Equal(t, populateWindow, db.wal.mapped.reach, "a new store's first WAL")
+			for i := 0; i < widenAfterGroups+10; i++ {
+				o := NoSync
+				if i == syncAt {
+					o = Sync
+				}
+				require.NoError(t, db.Set([]byte(fmt.Sprintf("k%06d", i)), []byte("v"), o))
+				want := populateWindow
+				if syncAt < 0 && i >= widenAfterGroups-1 {
+					want = populateWhole
+				}
+				require.Equal(t, want, db.wal.mapped.reach, "after write %d (a Sync write at %d)", i, syncAt)
+			}
+			if syncAt < 0 {
+				db.wal.mapped.populating.Wait()
+				require.Equal(t, len(db.wal.mapped.data), db.wal.mapped.populated, "widened, not populated whole")
+			}
+			require.NoError(t, db.Close())
+		}
+	})
 	t.Run("store", func(t *testing.T) {
 		db, err := Open(t.TempDir(), &Options{MemTableSize: 64 << 10})
 		require.NoError(t, err)
 		defer func() { require.NoError(t, db.Close()) }()
 		require.NotNil(t, db.wal.mapped, "the WAL is not mapped")
-		require.Equal(t, populateWhole, db.wal.mapped.reach, "a new store's first WAL")
 		value := bytes.Repeat([]byte{1}, 1000)
 		// writeUntilRotated writes until the store is on its next WAL.
 		writeUntilRotated := func(o *WriteOptions) {

@@ -252,10 +252,7 @@ func (db *DB) commitGroup(group []*commitReq) (end groupEnd, ok bool) {
 		return end, false // only flush requests
 	}
 	db.walGroups.Add(1)
-	db.wal.groups++
-	if sync {
-		db.wal.syncGroups++
-	}
+	db.wal.countGroup(sync)
 	if sync || !db.opts.WALBufferNoSync {
 		if err := db.wal.flush(false); err != nil {
 			fail(db.setBGErr(fmt.Errorf("kv: WAL write: %w", err)))
