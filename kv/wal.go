@@ -54,8 +54,8 @@ type walWriter struct {
 // createWAL creates WAL file num at path. With mapped (the OS file system,
 // Options.DisableWALMapping unset) it tries to map the file, preallocate
 // bytes at a time (walMapping), faulting its pages in up to populate bytes
-// ahead of the writer (or populateLearn); where that is impossible, and without
-// mapped, the file grows in preallocated steps of preallocate bytes and is
+// ahead of the writer (or as populateLearn says); where that is
+// impossible, and without mapped, the file grows in preallocated steps of preallocate bytes and is
 // synced with fdatasync (vfs's syncing file, as Pebble's WAL): appends
 // within preallocated space need no block allocation at each sync. Pebble
 // preallocates 110% of the memtable size.
@@ -91,9 +91,9 @@ func createWAL(fs vfs.FS, path string, num uint64, preallocate int, mapped bool,
 // have been written without a sync (countGroup). A whole mapping from the
 // start made a store opened under Sync writers pay for it: its first two
 // fdatasyncs wrote the 4.4 MB of zero pages populating had dirtied (15-23
-// ms each, traced), and the write benchmark's sync-16 p99.9 was 8.0-11.0
-// ms against 5.1-5.7 ms with populateLearn (Pebble 4.3-5.8), 6 four-way
-// runs; see docs/ARCHITECTURE.md (the WAL).
+// ms each, traced), and the write benchmark's sync-16 p99.9 was 9.5-11.0
+// ms against 5.1-7.3 ms with populateLearn (Pebble 4.3-5.2); figures in
+// docs/ARCHITECTURE.md (the WAL).
 const (
 	populateWhole    = math.MaxInt
 	populateWindow   = 256 << 10
