@@ -55,10 +55,10 @@ type walWriter struct {
 // Options.DisableWALMapping unset) it tries to map the file, preallocate
 // bytes at a time (walMapping), faulting its pages in up to populate bytes
 // ahead of the writer (or as populateLearn says); where that is
-// impossible, and without mapped, the file grows in preallocated steps of preallocate bytes and is
-// synced with fdatasync (vfs's syncing file, as Pebble's WAL): appends
-// within preallocated space need no block allocation at each sync. Pebble
-// preallocates 110% of the memtable size.
+// impossible, and without mapped, the file grows in preallocated steps of
+// preallocate bytes and is synced with fdatasync (vfs's syncing file, as
+// Pebble's WAL): appends within preallocated space need no block
+// allocation at each sync. Pebble preallocates 110% of the memtable size.
 func createWAL(fs vfs.FS, path string, num uint64, preallocate int, mapped bool, populate int) (*walWriter, error) {
 	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
