@@ -313,7 +313,9 @@ func (db *DB) warmTables(fns ...uint64) {
 // Compact flushes the memtable and compacts every table overlapping the
 // user keys [start, end] (nil: unbounded) level by level down to the last
 // level, so that shadowed versions and tombstones in the range are dropped
-// (except what live snapshots still see). start > end is an error wrapping
+// (except what live snapshots still see); it returns once the files of the
+// tables it replaced are removed (those an open iterator still reads stay
+// until it is closed). start > end is an error wrapping
 // ErrInvalidOptions; a Compact that Close cancels returns an error wrapping
 // ErrClosed.
 func (db *DB) Compact(start, end []byte) error {
@@ -369,5 +371,6 @@ func (db *DB) Compact(start, end []byte) error {
 			return err
 		}
 	}
+	db.waitDeletions()
 	return nil
 }

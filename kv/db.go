@@ -119,10 +119,16 @@ type DB struct {
 		count map[uint64]int
 	}
 
-	// deletion orders file deletion against Close releasing the directory.
+	// deletion is the queue of obsolete files deleteLoop removes
+	// (deleter.go), and orders file deletion against Close releasing the
+	// directory.
 	deletion struct {
-		mu       sync.Mutex
-		released bool // Close released the directory: delete no file
+		mu              sync.Mutex
+		cond            *sync.Cond    // signals queue, released and removed changes
+		queue           []string      // paths not yet removed
+		queued, removed uint64        // paths ever queued, and removed
+		released        bool          // Close released the directory: queue no file
+		done            chan struct{} // closed when deleteLoop returns
 	}
 
 	// manifest is the manifest file; mu serializes its writes and the
@@ -237,6 +243,9 @@ func Open(dir string, opts *Options) (*DB, error) {
 	db.mu.flushCond = sync.NewCond(&db.mu)
 	db.mu.stallCond = sync.NewCond(&db.mu)
 	db.compact.cond = sync.NewCond(&db.compact.mu)
+	db.deletion.cond = sync.NewCond(&db.deletion.mu)
+	db.deletion.done = make(chan struct{})
+	go db.deleteLoop()
 	// The table cache owns the block cache's reference (see tableCache).
 	db.tc = newTableCache(fs, dir, pebble.NewCache(o.BlockCacheSize), o.MaxOpenFiles, o.ReadOnly)
 	db.openKnownNegatives() // before recovery: its flush uses them
@@ -250,6 +259,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 			db.manifest.w.close()
 		}
 		db.tc.closeAll()
+		db.stopDeletions()
 		lock.Close()
 		return nil, err
 	}
@@ -539,6 +549,9 @@ func (db *DB) flushMemtable(m *memEntry, nextLog uint64) error {
 		db.mu.imm = slices.Clone(db.mu.imm[1:])
 		m.flushed = true
 		db.mu.stallCond.Broadcast()
+		// Queued here, before Flush can see m flushed, so that a Flush
+		// followed by Compact or Close finds the WAL's removal queued.
+		db.queueDeletion(db.fs.PathJoin(db.dir, walFileName(m.walNum)))
 	})
 	if err != nil {
 		return err
@@ -550,7 +563,6 @@ func (db *DB) flushMemtable(m *memEntry, nextLog uint64) error {
 		fns[i] = a.meta.FileNum
 	}
 	db.warmTables(fns...)
-	_ = db.fs.Remove(db.fs.PathJoin(db.dir, walFileName(m.walNum)))
 	db.kickCompaction()
 	return nil
 }
@@ -641,9 +653,7 @@ func (db *DB) Close() error {
 	db.waitReads()
 	keep(db.tc.closeAll())
 	keep(db.saveKnownNegatives())
-	db.deletion.mu.Lock()
-	db.deletion.released = true
-	db.deletion.mu.Unlock()
+	db.stopDeletions()
 	keep(db.lock.Close())
 	return err
 }

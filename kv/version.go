@@ -96,21 +96,16 @@ func (db *DB) releaseVersion(v *version) {
 }
 
 // deleteTable evicts a table from the table cache (its counters go to the
-// running totals) and removes the table and its adaptive state file.
-// After Close (a version released by an iterator left open) the files stay:
-// the directory lock is gone, and the next Open deletes them.
+// running totals) and queues the table and its adaptive state file for
+// removal (deleteLoop). After Close (a version released by an iterator left
+// open) the files stay: the directory lock is gone, and the next Open
+// deletes them.
 func (db *DB) deleteTable(fn uint64) {
 	db.tc.evict(fn)
 	if db.opts.ReadOnly {
 		return
 	}
-	db.deletion.mu.Lock()
-	defer db.deletion.mu.Unlock()
-	if db.deletion.released {
-		return
-	}
-	_ = db.fs.Remove(db.fs.PathJoin(db.dir, tableFileName(fn)))
-	_ = db.fs.Remove(db.fs.PathJoin(db.dir, stateFileName(fn)))
+	db.queueDeletion(db.fs.PathJoin(db.dir, tableFileName(fn)), db.fs.PathJoin(db.dir, stateFileName(fn)))
 }
 
 // currentVersion returns the current version with a reference.
