@@ -543,6 +543,13 @@ func (db *DB) flushMemtable(m *memEntry, nextLog uint64) error {
 		db.preAdapt(metas)
 		for _, meta := range metas {
 			edit.added = append(edit.added, addedTable{level: 0, meta: meta})
+			// Opened before the install (as preAdapt opens them), so that
+			// no read meets an unopened table and no version is held
+			// after it: a version held past the install kept a table a
+			// concurrent Compact replaced on disk after Compact returned.
+			if h, err := db.tc.get(meta.FileNum); err == nil {
+				db.tc.release(h)
+			}
 		}
 	}
 	err := db.logAndApply(edit, func() {
@@ -557,12 +564,9 @@ func (db *DB) flushMemtable(m *memEntry, nextLog uint64) error {
 		return err
 	}
 	db.flushes.Add(1)
-	fns := make([]uint64, len(edit.added))
-	for i, a := range edit.added {
+	for _, a := range edit.added {
 		db.flushedBytes.Add(a.meta.Size)
-		fns[i] = a.meta.FileNum
 	}
-	db.warmTables(fns...)
 	db.kickCompaction()
 	return nil
 }

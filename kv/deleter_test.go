@@ -34,18 +34,28 @@ func newBlockedRemoves() *blockedRemoves {
 	return b
 }
 
+// liveTables returns the file numbers of the tables of db's current
+// version.
+func liveTables(db *DB) map[uint64]bool {
+	live := map[uint64]bool{}
+	v := db.currentVersion()
+	defer v.unref()
+	for _, ts := range v.levels {
+		for _, tm := range ts {
+			live[tm.FileNum] = true
+		}
+	}
+	return live
+}
+
 // obsoleteFiles lists the tables and WALs in dir that the store's current
 // version and WAL do not use.
 func obsoleteFiles(t *testing.T, db *DB, fs vfs.FS) []string {
 	t.Helper()
 	live := map[string]bool{}
-	v := db.currentVersion()
-	for _, ts := range v.levels {
-		for _, tm := range ts {
-			live[tableFileName(tm.FileNum)] = true
-		}
+	for fn := range liveTables(db) {
+		live[tableFileName(fn)] = true
 	}
-	v.unref()
 	db.mu.Lock()
 	live[walFileName(db.mu.mem.walNum)] = true
 	for _, m := range db.mu.imm {
@@ -98,8 +108,8 @@ func TestDeletionsOffTheFlushPath(t *testing.T) {
 		close(b.gate) // so that Close can finish
 		t.Fatal("writes and flushes waited for a blocked Remove")
 	}
-	require.Positive(t, b.started.Load(), "nothing was queued for removal")
 	require.Positive(t, db.Metrics().Flushes, "no flush ran")
+	require.Eventually(t, func() bool { return b.started.Load() > 0 }, time.Minute, time.Millisecond, "nothing was queued for removal")
 	for i := 0; i < n; i++ {
 		v, err := db.Get(fmt.Appendf(nil, "k%05d", i))
 		require.NoError(t, err)
@@ -124,11 +134,22 @@ func TestCloseDrainsDeletions(t *testing.T) {
 	require.NoError(t, db.Flush())
 	it, err := db.NewIter(nil) // holds the version of the first tables
 	require.NoError(t, err)
+	first := liveTables(db)
 	for i := 0; i < 2000; i++ {
 		require.NoError(t, db.Set(fmt.Appendf(nil, "k%05d", i), []byte("w"), NoSync))
 	}
 	require.NoError(t, db.Flush())
-	require.Eventually(t, func() bool { return b.started.Load() > 0 }, time.Minute, time.Millisecond)
+	// Wait for a compaction to replace a table the iterator holds, and for
+	// a removal to be under way.
+	require.Eventually(t, func() bool {
+		now := liveTables(db)
+		for fn := range first {
+			if !now[fn] {
+				return b.started.Load() > 0
+			}
+		}
+		return false
+	}, time.Minute, time.Millisecond)
 
 	closed := make(chan error, 1)
 	go func() { closed <- db.Close() }()
