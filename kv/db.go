@@ -547,9 +547,7 @@ func (db *DB) flushMemtable(m *memEntry, nextLog uint64) error {
 			// no read meets an unopened table and no version is held
 			// after it: a version held past the install kept a table a
 			// concurrent Compact replaced on disk after Compact returned.
-			if h, err := db.tc.get(meta.FileNum); err == nil {
-				db.tc.release(h)
-			}
+			db.warmTable(meta.FileNum)
 		}
 	}
 	err := db.logAndApply(edit, func() {
