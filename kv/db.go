@@ -78,6 +78,9 @@ type DB struct {
 		kick  chan struct{}
 	}
 	wal *walWriter // used only by the commit leader
+	// walNext is the WAL being prepared for the next memtable (walnext.go);
+	// used only by the commit leader, and by Close after the last one.
+	walNext *walPrep
 	// walNow mirrors wal for the WAL write-back goroutine of
 	// Options.WALBufferNoSync, which walKick wakes (see walWriteBackLoop).
 	walNow  atomic.Pointer[walWriter]
@@ -646,6 +649,9 @@ func (db *DB) Close() error {
 	}
 	if db.wal != nil {
 		keep(db.wal.close())
+	}
+	if w := db.takePreparedWAL(); w != nil {
+		db.discardWAL(w)
 	}
 	if db.manifest.w != nil {
 		keep(db.manifest.w.close())

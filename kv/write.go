@@ -408,7 +408,8 @@ func (db *DB) rotateMemtable() error {
 		return err
 	}
 	// The old WAL is closed (fsynced whole; a mapped one cut to its records
-	// first, see walWriter.close) before the next one exists, so recovery
+	// first, see walWriter.close) before the next one exists under a WAL's
+	// name (a prepared one is renamed only now, see newWAL), so recovery
 	// may treat a bad record in any WAL but the newest as corruption.
 	db.drainWALSyncs()
 	old := db.wal
@@ -416,7 +417,8 @@ func (db *DB) rotateMemtable() error {
 		return db.setBGErr(fmt.Errorf("kv: close WAL: %w", err))
 	}
 	num := db.allocFileNum()
-	w, err := createWAL(db.fs, db.fs.PathJoin(db.dir, walFileName(num)), num, db.walPreallocateSize(), db.mapsWAL(), old.populateReach())
+	reach := old.populateReach()
+	w, err := db.newWAL(num, reach)
 	if err != nil {
 		return db.setBGErr(fmt.Errorf("kv: create WAL: %w", err))
 	}
@@ -427,6 +429,7 @@ func (db *DB) rotateMemtable() error {
 	w.adoptBuffers(old)
 	db.wal = w
 	db.walNow.Store(w)
+	db.prepareWAL(reach)
 	db.mu.Lock()
 	db.mu.imm = append(slices.Clone(db.mu.imm), db.mu.mem)
 	db.mu.mem = &memEntry{mt: memtable.NewRecycled(db.memRecycler), walNum: num}
