@@ -23,7 +23,10 @@
 // into tables of about TargetFileSize, only the versions some reader can
 // still see: per user key, the newest version visible to each live snapshot
 // and to the latest state. When the output is the bottommost data for its
-// range, tombstones with no older kept value beneath them are dropped.
+// range, tombstones with no older kept value beneath them are dropped, and
+// (ZeroSeqs) the values every reader sees are written with sequence number
+// 0, as Pebble writes its bottommost level: a table's trailers then cost
+// next to nothing.
 // Given the plan's grandparents (the tables its outputs will next be
 // compacted into), Run cuts outputs where a grandparent begins, as RocksDB
 // and Pebble do, so that a later compaction of an output rewrites no
@@ -37,6 +40,7 @@
 //	metas, err := compaction.Run(in, compaction.RunOptions{
 //		Snapshots:      liveSnapshots, // ascending
 //		DropTombstones: p.IsBottommost(levels),
+//		ZeroSeqs:       p.IsBottommost(levels),
 //		TargetFileSize: opts.TargetFileSize,
 //		Grandparents:   p.Grandparents(levels),
 //		NewOutput:      newTableOutput, // e.g. over sstable.Create

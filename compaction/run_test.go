@@ -131,6 +131,75 @@ func randSnapshots(rng *rand.Rand, maxSeq int) []uint64 {
 	return s
 }
 
+// TestRunZeroSeqsRandom: with ZeroSeqs a bottommost run keeps exactly the
+// versions it keeps without, and writes with Seq 0 exactly the kept Sets of
+// the oldest stripe (seen by every reader), which are the last version of
+// their user key; every reader sees what it saw in the input.
+func TestRunZeroSeqsRandom(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewSource(seed))
+	rounds := 1500
+	if testing.Short() {
+		rounds = 300
+	}
+	zeroed := 0
+	for round := 0; round < rounds; round++ {
+		maxSeq := 2 + rng.Intn(30)
+		es := randVersions(rng, rng.Intn(30), 1+rng.Intn(8), maxSeq)
+		snaps := randSnapshots(rng, maxSeq)
+		msg := fmt.Sprintf("seed %d round %d snapshots %v", seed, round, snaps)
+		run := func(zero bool) []entry {
+			it, _ := newMerged(splitRandomly(rng, es, 1+rng.Intn(4)))
+			sink := &memSink{}
+			metas, err := Run(it, RunOptions{Snapshots: snaps, DropTombstones: true, ZeroSeqs: zero, TargetFileSize: 64, NewOutput: sink.NewOutput})
+			require.NoError(t, err, msg)
+			require.NoError(t, it.Close(), msg)
+			for i, o := range sink.outs {
+				require.Equal(t, o.es[0].key, metas[i].Smallest, msg)
+				require.Equal(t, o.es[len(o.es)-1].key, metas[i].Largest, msg)
+			}
+			return sink.finished()
+		}
+		ref, got := run(false), run(true)
+		require.Len(t, got, len(ref), msg)
+		oldest := func(seq uint64) bool { return len(snaps) == 0 || seq < snaps[0] }
+		for i, r := range ref {
+			g := got[i]
+			require.Equal(t, r.key.UserKey, g.key.UserKey, msg)
+			require.Equal(t, r.key.Kind, g.key.Kind, msg)
+			require.Equal(t, r.value, g.value, msg)
+			last := i+1 == len(ref) || string(ref[i+1].key.UserKey) != string(r.key.UserKey)
+			if r.key.Kind == base.KindSet && oldest(r.key.Seq) {
+				require.True(t, last, "%s: %v in the oldest stripe is not its key's last version", msg, r)
+				require.Zero(t, g.key.Seq, "%s: %v not zeroed", msg, r)
+				zeroed++
+			} else {
+				require.Equal(t, r.key.Seq, g.key.Seq, "%s: %v", msg, r)
+			}
+			if i > 0 && string(got[i-1].key.UserKey) == string(g.key.UserKey) {
+				require.Greater(t, got[i-1].key.Seq, g.key.Seq, "%s: versions out of order", msg)
+			}
+		}
+		readers := append(slices.Clone(snaps), math.MaxUint64)
+		for _, g := range groupByUserKey(es) {
+			uk := string(g[0].key.UserKey)
+			for _, s := range readers {
+				if s == 0 {
+					continue // sees nothing, and Seq 0 is not below it
+				}
+				wv, wok := read(es, uk, s)
+				gv, gok := read(got, uk, s)
+				require.Equal(t, wok, gok, "%s: key %q at snapshot %d", msg, uk, s)
+				require.Equal(t, wv, gv, "%s: key %q at snapshot %d", msg, uk, s)
+			}
+		}
+	}
+	require.Greater(t, zeroed, rounds, "the rounds zeroed versions")
+
+	_, err := Run(newSliceIter(nil), RunOptions{ZeroSeqs: true, NewOutput: (&memSink{}).NewOutput})
+	require.ErrorIs(t, err, ErrInvalidOptions, "ZeroSeqs needs DropTombstones")
+}
+
 func TestRunVersionRulesRandom(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewSource(seed))

@@ -165,7 +165,7 @@ func (c *fileCountFS) OpenDir(name string) (vfs.File, error) {
 // manyTablesDB writes n keys compacted into several L6 tables and reopens
 // the store on cfs (a cold table cache) with at most maxOpen tables open.
 func manyTablesDB(t *testing.T, cfs *fileCountFS, n, maxOpen int) *DB {
-	opts := &Options{FS: cfs, TargetFileSize: 8 << 10, MaxOpenFiles: maxOpen}
+	opts := &Options{FS: cfs, TargetFileSize: 4 << 10, MaxOpenFiles: maxOpen}
 	db, err := Open("db", opts)
 	require.NoError(t, err)
 	for i := 0; i < n; i++ {

@@ -138,9 +138,11 @@ func (db *DB) runCompaction(plan *compaction.Plan, v *version) error {
 	in := compaction.NewMergingIter(iters...)
 	kn := db.buildNegatives()
 	var outs []*tableOutput
+	bottommost := plan.IsBottommost(v.levels)
 	metas, err := compaction.Run(in, compaction.RunOptions{
 		Snapshots:      db.snapshotSeqs(),
-		DropTombstones: plan.IsBottommost(v.levels),
+		DropTombstones: bottommost,
+		ZeroSeqs:       bottommost,
 		TargetFileSize: db.opts.TargetFileSize,
 		Grandparents:   plan.Grandparents(v.levels),
 		NewOutput: func() (compaction.Output, error) {

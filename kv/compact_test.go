@@ -395,7 +395,7 @@ func TestMetricsReadAmp(t *testing.T) {
 // (which opens its tables one at a time), and that input yields exactly
 // the entries, in the same order, as one iterator per table.
 func TestCompactionInputsByLevel(t *testing.T) {
-	db, err := Open("db", &Options{FS: vfs.NewMem(), MemTableSize: 1 << 20, TargetFileSize: 8 << 10,
+	db, err := Open("db", &Options{FS: vfs.NewMem(), MemTableSize: 1 << 20, TargetFileSize: 4 << 10,
 		FlushSplitBytes: -1, L0CompactionThreshold: 100, L0CompactionFileThreshold: 100})
 	require.NoError(t, err)
 	defer db.Close()
@@ -439,4 +439,117 @@ func TestCompactionInputsByLevel(t *testing.T) {
 	require.NoError(t, got.Close())
 	require.NoError(t, want.Close())
 	require.Equal(t, sets, n, "every version: nothing is dropped in an iteration")
+}
+
+// TestBottommostSeqsZeroed: compactions into the bottommost level write the
+// versions every reader sees with sequence number 0 (compaction.RunOptions
+// ZeroSeqs), keep the sequence numbers a snapshot still tells apart, and
+// every reader, a snapshot's included, reads what it read before, also after
+// a reopen and newer writes.
+func TestBottommostSeqsZeroed(t *testing.T) {
+	fs := vfs.NewMem()
+	db, err := Open("db", &Options{FS: fs})
+	require.NoError(t, err)
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%04d", i) }
+	for i := range 1000 {
+		require.NoError(t, db.Set(key(i), []byte("v1"), NoSync))
+	}
+	snap := db.NewSnapshot()
+	for i := range 500 {
+		require.NoError(t, db.Set(key(i), []byte("v2"), NoSync))
+	}
+	for i := 900; i < 1000; i++ {
+		require.NoError(t, db.Delete(key(i), NoSync))
+	}
+	require.NoError(t, db.Compact(nil, nil))
+
+	// The bottommost entries, in order.
+	type version struct {
+		seq  uint64
+		kind base.Kind
+	}
+	bottom := func() map[string][]version {
+		v := db.currentVersion()
+		defer v.unref()
+		for l := 0; l < compaction.NumLevels-1; l++ {
+			require.Empty(t, v.levels[l], "L%d after Compact", l)
+		}
+		got := map[string][]version{}
+		for _, m := range v.levels[compaction.NumLevels-1] {
+			it, err := db.newCompactionIter(m.FileNum)
+			require.NoError(t, err)
+			for ok := it.First(); ok; ok = it.Next() {
+				k := it.Key()
+				got[string(k.UserKey)] = append(got[string(k.UserKey)], version{k.Seq, k.Kind})
+			}
+			require.NoError(t, it.Close())
+		}
+		return got
+	}
+	got := bottom()
+	require.Len(t, got, 1000)
+	for i := range 1000 {
+		vs := got[string(key(i))]
+		switch {
+		case i < 500: // v2 newer than the snapshot, v1 seen by it
+			require.Len(t, vs, 2, "key %d", i)
+			require.NotZero(t, vs[0].seq, "key %d: v2 is not seen by the snapshot", i)
+			require.Equal(t, version{0, base.KindSet}, vs[1], "key %d", i)
+		case i < 900:
+			require.Equal(t, []version{{0, base.KindSet}}, vs, "key %d", i)
+		default: // the tombstone hides v1 from the latest reader only
+			require.Len(t, vs, 2, "key %d", i)
+			require.Equal(t, base.KindDelete, vs[0].kind)
+			require.NotZero(t, vs[0].seq)
+			require.Equal(t, version{0, base.KindSet}, vs[1], "key %d", i)
+		}
+	}
+	check := func(get func([]byte) ([]byte, error), latest bool) {
+		t.Helper()
+		for i := range 1000 {
+			v, err := get(key(i))
+			switch {
+			case !latest:
+				require.NoError(t, err, "key %d", i)
+				require.Equal(t, "v1", string(v), "key %d", i)
+			case i < 500:
+				require.NoError(t, err, "key %d", i)
+				require.Equal(t, "v2", string(v), "key %d", i)
+			case i < 900:
+				require.NoError(t, err, "key %d", i)
+				require.Equal(t, "v1", string(v), "key %d", i)
+			default:
+				require.ErrorIs(t, err, ErrNotFound, "key %d", i)
+			}
+		}
+	}
+	check(db.Get, true)
+	check(snap.Get, false)
+
+	// Without the snapshot every version left is seen by every reader.
+	require.NoError(t, snap.Close())
+	require.NoError(t, db.Compact(nil, nil))
+	got = bottom()
+	require.Len(t, got, 900)
+	for k, vs := range got {
+		require.Equal(t, []version{{0, base.KindSet}}, vs, "key %s", k)
+	}
+	check(db.Get, true)
+
+	// After a reopen, newer writes still win over the zeroed versions.
+	require.NoError(t, db.Close())
+	db, err = Open("db", &Options{FS: fs})
+	require.NoError(t, err)
+	defer db.Close()
+	check(db.Get, true)
+	require.NoError(t, db.Set(key(600), []byte("v3"), NoSync))
+	require.NoError(t, db.Delete(key(700), NoSync))
+	for round := range 2 {
+		v, err := db.Get(key(600))
+		require.NoError(t, err, "round %d", round)
+		require.Equal(t, "v3", string(v))
+		_, err = db.Get(key(700))
+		require.ErrorIs(t, err, ErrNotFound, "round %d", round)
+		require.NoError(t, db.Compact(nil, nil))
+	}
 }
