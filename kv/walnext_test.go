@@ -52,7 +52,8 @@ func TestNextWALPrepared(t *testing.T) {
 		t.Skip("the next WAL is prepared for mapped WALs, on Linux only")
 	}
 	dir := t.TempDir()
-	db, err := Open(dir, &Options{MemTableSize: 256 << 10})
+	// No compaction, so that only the WALs change while the store is copied.
+	db, err := Open(dir, &Options{MemTableSize: 256 << 10, L0CompactionThreshold: 100, L0CompactionFileThreshold: 100})
 	require.NoError(t, err)
 	require.Nil(t, db.walNext, "no WAL is prepared before the first rotation")
 	writeNextWALKeys(t, db, 0, 1000)
@@ -78,6 +79,7 @@ func TestNextWALPrepared(t *testing.T) {
 	writeNextWALKeys(t, db, 2000, 3000) // into the renamed WAL, not flushed
 
 	crashed := t.TempDir() // the copy holds a prepared WAL too
+	db.waitDeletions()     // the flushed WALs' removals, queued by the flushes
 	copyStoreFiles(t, vfs.Default, dir, vfs.Default, crashed)
 	_, err = vfs.Default.Stat(vfs.Default.PathJoin(crashed, nextWALFileName))
 	require.NoError(t, err, "the copy holds the prepared WAL")
