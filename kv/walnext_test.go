@@ -36,6 +36,12 @@ func requireNextWALKeys(t *testing.T, dir string, n int) {
 	requireNoFile(t, dir, nextWALFileName)
 }
 
+func skipUnlessWALPrepared(t *testing.T) {
+	if !walMappingSupported {
+		t.Skip("the next WAL is prepared for mapped WALs, on Linux only")
+	}
+}
+
 func requireNoFile(t *testing.T, dir, name string) {
 	t.Helper()
 	_, err := vfs.Default.Stat(vfs.Default.PathJoin(dir, name))
@@ -48,9 +54,7 @@ func requireNoFile(t *testing.T, dir, name string) {
 // copied while open), Close removes the prepared file, and Open removes one
 // a crash left.
 func TestNextWALPrepared(t *testing.T) {
-	if !walMappingSupported {
-		t.Skip("the next WAL is prepared for mapped WALs, on Linux only")
-	}
+	skipUnlessWALPrepared(t)
 	dir := t.TempDir()
 	// No compaction, so that only the WALs change while the store is copied.
 	db, err := Open(dir, &Options{MemTableSize: 256 << 10, L0CompactionThreshold: 100, L0CompactionFileThreshold: 100})
@@ -94,9 +98,7 @@ func TestNextWALPrepared(t *testing.T) {
 // file is gone at the rotation, is created by the rotation as before,
 // and nothing written is lost.
 func TestNextWALFallbacks(t *testing.T) {
-	if !walMappingSupported {
-		t.Skip("the next WAL is prepared for mapped WALs, on Linux only")
-	}
+	skipUnlessWALPrepared(t)
 	t.Run("prepare fails", func(t *testing.T) {
 		dir := t.TempDir()
 		// A directory in the prepared file's place (not empty, so no one
@@ -152,9 +154,7 @@ func TestNextWALFallbacks(t *testing.T) {
 // pages are populated by windows); a prepared WAL whose rotation comes after
 // the writers began to sync is not used, and its file is removed.
 func TestNextWALOnlyForNoSync(t *testing.T) {
-	if !walMappingSupported {
-		t.Skip("the next WAL is prepared for mapped WALs, on Linux only")
-	}
+	skipUnlessWALPrepared(t)
 	dir := t.TempDir()
 	db, err := Open(dir, &Options{MemTableSize: 256 << 10})
 	require.NoError(t, err)
