@@ -15,6 +15,9 @@ package kv
 // it a temporary file: Open removes one a crash left behind.
 const nextWALFileName = "NEXTWAL.tmp"
 
+// nextWALPath is the path of the next WAL's file while it is prepared.
+func (db *DB) nextWALPath() string { return db.fs.PathJoin(db.dir, nextWALFileName) }
+
 // walPrep is a WAL being prepared on a goroutine of its own (prepareWAL).
 type walPrep struct {
 	done chan struct{} // closed once w or err is set
@@ -41,10 +44,9 @@ func (db *DB) prepareWAL(reach int) {
 	}
 	p := &walPrep{done: make(chan struct{})}
 	db.walNext = p
-	path := db.fs.PathJoin(db.dir, nextWALFileName)
 	go func() {
 		defer close(p.done)
-		p.w, p.err = createWAL(db.fs, path, 0, db.walPreallocateSize(), true, populateWhole)
+		p.w, p.err = createWAL(db.fs, db.nextWALPath(), 0, db.walPreallocateSize(), true, populateWhole)
 	}()
 }
 
@@ -58,7 +60,7 @@ func (db *DB) newWAL(num uint64, reach int) (*walWriter, error) {
 	path := db.fs.PathJoin(db.dir, walFileName(num))
 	if w := db.takePreparedWAL(); w != nil {
 		if reach == populateWhole {
-			if err := db.fs.Rename(db.fs.PathJoin(db.dir, nextWALFileName), path); err == nil {
+			if err := db.fs.Rename(db.nextWALPath(), path); err == nil {
 				w.num = num
 				return w, nil
 			}
@@ -80,7 +82,7 @@ func (db *DB) takePreparedWAL() *walWriter {
 	db.walNext = nil
 	<-p.done
 	if p.err != nil {
-		_ = db.fs.Remove(db.fs.PathJoin(db.dir, nextWALFileName))
+		_ = db.fs.Remove(db.nextWALPath())
 		return nil
 	}
 	return p.w
@@ -94,5 +96,5 @@ func (db *DB) discardWAL(w *walWriter) {
 		_ = w.mapped.unmap()
 	}
 	_ = w.f.Close()
-	_ = db.fs.Remove(db.fs.PathJoin(db.dir, nextWALFileName))
+	_ = db.fs.Remove(db.nextWALPath())
 }

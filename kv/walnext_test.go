@@ -22,18 +22,42 @@ func writeNextWALKeys(t *testing.T, db *DB, from, to int) {
 	}
 }
 
-// requireNextWALKeys opens the store in dir and requires keys [0, n).
+// requireNextWALKeys opens the store in dir, requires keys [0, n) and no
+// prepared WAL left after Open.
 func requireNextWALKeys(t *testing.T, dir string, n int) {
 	t.Helper()
 	db, err := Open(dir, nil)
 	require.NoError(t, err)
+	requireNextWALKeysIn(t, db, n)
+	require.NoError(t, db.Close())
+	requireNoFile(t, dir, nextWALFileName)
+}
+
+// requireNextWALKeysIn requires keys [0, n) in db.
+func requireNextWALKeysIn(t *testing.T, db *DB, n int) {
+	t.Helper()
 	for i := range n {
 		v, err := db.Get(fmt.Appendf(nil, "key%07d", i))
 		require.NoError(t, err, "key %d", i)
 		require.Equal(t, nextWALValue(i), v, "key %d", i)
 	}
-	require.NoError(t, db.Close())
-	requireNoFile(t, dir, nextWALFileName)
+}
+
+// openWithPreparedWAL opens a store with small memtables in dir, writes
+// keys [0, 1000) and flushes them (the first rotation), and returns it with
+// the preparation that rotation started, finished.
+func openWithPreparedWAL(t *testing.T, dir string, opts *Options) (*DB, *walPrep) {
+	t.Helper()
+	opts.MemTableSize = 256 << 10
+	db, err := Open(dir, opts)
+	require.NoError(t, err)
+	require.Nil(t, db.walNext, "no WAL is prepared before the first rotation")
+	writeNextWALKeys(t, db, 0, 1000)
+	require.NoError(t, db.Flush())
+	p := db.walNext
+	require.NotNil(t, p, "NoSync writers: the rotation prepared the next WAL")
+	<-p.done
+	return db, p
 }
 
 func skipUnlessWALPrepared(t *testing.T) {
@@ -57,14 +81,7 @@ func TestNextWALPrepared(t *testing.T) {
 	skipUnlessWALPrepared(t)
 	dir := t.TempDir()
 	// No compaction, so that only the WALs change while the store is copied.
-	db, err := Open(dir, &Options{MemTableSize: 256 << 10, L0CompactionThreshold: 100, L0CompactionFileThreshold: 100})
-	require.NoError(t, err)
-	require.Nil(t, db.walNext, "no WAL is prepared before the first rotation")
-	writeNextWALKeys(t, db, 0, 1000)
-	require.NoError(t, db.Flush()) // rotation 1: its WAL is created there
-	p := db.walNext
-	require.NotNil(t, p, "rotation 1 prepared the next WAL")
-	<-p.done
+	db, p := openWithPreparedWAL(t, dir, &Options{L0CompactionThreshold: 100, L0CompactionFileThreshold: 100})
 	require.NoError(t, p.err)
 	prepared := p.w
 	require.NotNil(t, prepared.mapped, "a prepared WAL is mapped")
@@ -109,9 +126,9 @@ func TestNextWALFallbacks(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, f.Close())
 
-		db, err := Open(dir, &Options{MemTableSize: 256 << 10})
-		require.NoError(t, err)
-		for r := range 3 {
+		db, p := openWithPreparedWAL(t, dir, &Options{})
+		require.Error(t, p.err, "round 0")
+		for r := 1; r < 3; r++ {
 			writeNextWALKeys(t, db, r*1000, (r+1)*1000)
 			require.NoError(t, db.Flush())
 			p := db.walNext
@@ -123,21 +140,12 @@ func TestNextWALFallbacks(t *testing.T) {
 		require.NoError(t, db.Close())
 		db, err = Open(dir, nil)
 		require.NoError(t, err)
-		for i := range 4000 {
-			v, err := db.Get(fmt.Appendf(nil, "key%07d", i))
-			require.NoError(t, err, "key %d", i)
-			require.Equal(t, nextWALValue(i), v)
-		}
+		requireNextWALKeysIn(t, db, 4000)
 		require.NoError(t, db.Close())
 	})
 	t.Run("prepared file gone", func(t *testing.T) {
 		dir := t.TempDir()
-		db, err := Open(dir, &Options{MemTableSize: 256 << 10})
-		require.NoError(t, err)
-		writeNextWALKeys(t, db, 0, 1000)
-		require.NoError(t, db.Flush())
-		p := db.walNext
-		<-p.done
+		db, p := openWithPreparedWAL(t, dir, &Options{})
 		require.NoError(t, p.err)
 		require.NoError(t, vfs.Default.Remove(vfs.Default.PathJoin(dir, nextWALFileName)))
 		writeNextWALKeys(t, db, 1000, 2000)
@@ -156,13 +164,7 @@ func TestNextWALFallbacks(t *testing.T) {
 func TestNextWALOnlyForNoSync(t *testing.T) {
 	skipUnlessWALPrepared(t)
 	dir := t.TempDir()
-	db, err := Open(dir, &Options{MemTableSize: 256 << 10})
-	require.NoError(t, err)
-	writeNextWALKeys(t, db, 0, 1000)
-	require.NoError(t, db.Flush())
-	p := db.walNext
-	require.NotNil(t, p, "NoSync writers: the next WAL is prepared")
-	<-p.done
+	db, p := openWithPreparedWAL(t, dir, &Options{})
 	require.NoError(t, p.err)
 	for i := 1000; i < 1100; i++ {
 		require.NoError(t, db.Set(fmt.Appendf(nil, "key%07d", i), nextWALValue(i), Sync))
