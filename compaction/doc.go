@@ -12,9 +12,11 @@
 // a growing one moves its base up, with no empty middle level in between;
 // targets grow from BaseLevelBytes (64 MiB by default) at the base level to
 // the last level's share. (StaticLevelTargets: L0 into L1, L1..L5 targets
-// growing by LevelRatio from BaseLevelBytes.) The level with the highest
-// size/target score >= 1 is compacted into the next one, starting from the
-// table whose overlap with the next level is smallest relative to its size.
+// growing by LevelRatio from BaseLevelBytes.) Among the levels whose
+// size/target score is >= 1, the one whose score is highest relative to
+// its output level's (Priorities, Pebble's adjustment) is compacted into
+// the next one, starting from the table whose overlap with the next level
+// is smallest relative to its size.
 // A plan never takes a table that is busy in a running compaction and never
 // splits the versions of a user key between its inputs and the rest of a
 // level.

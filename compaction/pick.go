@@ -302,13 +302,20 @@ func l0Score(l0 []*TableMeta, opts Options, busy func(uint64) bool) float64 {
 	return max(2*float64(L0Depth(l0, busy))/float64(opts.L0Trigger), float64(n)/float64(opts.L0FileThreshold))
 }
 
-// Scores returns the compaction score of each level: for L0 twice its depth
-// (L0Depth, the tables not busy) over L0Trigger, or its count of tables not
-// busy over L0FileThreshold if higher; for the levels from the base level
-// (BaseLevel) to L5 the size of the tables not busy over the level's
-// target size; 0 for the levels above the base level (empty) and for the
-// last level, which has no level to compact into. (Busy tables are leaving
-// their level already.)
+// Scores returns the compaction score (fill factor) of each level: for L0
+// twice its depth (L0Depth, the tables not busy) over L0Trigger, or its
+// count of tables not busy over L0FileThreshold if higher; for the levels
+// from the base level (BaseLevel) to L5 the size of the level's tables over
+// the level's target size; 0 for the levels above the base level (empty)
+// and for the last level, which has no level to compact into. Busy L0
+// tables are leaving L0 already and are not counted (Pebble's depth after
+// the ongoing compactions); a busy table of a lower level is counted, as
+// Pebble counts it: it is still there, and most busy tables of a level are
+// the tables a compaction from the level above is rewriting into it, which
+// stay in the level with the bytes that compaction brings (counting them
+// out once let the base level grow to several times its target under a
+// sustained write load, docs/ARCHITECTURE.md, "L0 depth on kvbench churn,
+// as it was measured").
 func Scores(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint64) bool) [NumLevels]float64 {
 	opts = opts.WithDefaults()
 	busy = orNotBusy(busy)
@@ -316,15 +323,36 @@ func Scores(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint
 	s[0] = l0Score(levels[0], opts, busy)
 	base, targets := BaseLevel(levels, opts)
 	for l := base; l < NumLevels-1; l++ {
-		var size uint64
-		for _, t := range levels[l] {
-			if !busy(t.FileNum) {
-				size += t.Size
-			}
-		}
-		s[l] = float64(size) / float64(targets[l])
+		s[l] = float64(sumSize(levels[l])) / float64(targets[l])
 	}
 	return s
+}
+
+// Priorities returns the order in which Pick tries the levels: 0 for a
+// level whose score (Scores) is below 1, else its score divided by the
+// score of the level it compacts into (the base level for L0; at least
+// 0.01; the last level counts as full, 1). This is Pebble's adjustment:
+// a level whose output level is over its own target waits for that level
+// to be compacted first, so data does not pile up in the upper levels of
+// a tree that cannot keep up (L0 deep and the base level growing without
+// bound), and a level over an almost empty one goes first.
+func Priorities(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint64) bool) [NumLevels]float64 {
+	scores := Scores(levels, opts, busy)
+	base, _ := BaseLevel(levels, opts.WithDefaults())
+	fill := scores
+	fill[NumLevels-1] = 1
+	var p [NumLevels]float64
+	for l := 0; l < NumLevels-1; l++ {
+		if scores[l] < 1 {
+			continue
+		}
+		next := l + 1
+		if l == 0 {
+			next = base
+		}
+		p[l] = scores[l] / max(0.01, fill[next])
+	}
+	return p
 }
 
 // Pick chooses the next automatic compaction, or returns nil when no level
@@ -336,8 +364,9 @@ func Scores(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint
 // of every running plan); nil means none. Invalid option values are
 // replaced by the defaults (check them once with Options.Validate).
 //
-// The levels with score >= 1 (Scores) are tried from the highest score
-// down, ties to the upper level:
+// The levels with score >= 1 (Scores) are tried from the highest priority
+// (Priorities: the score over the output level's) down, ties to the upper
+// level:
 //   - L0: each table with the older L0 tables it overlaps, transitively, is
 //     a candidate; candidates holding a busy table are skipped; the one with
 //     the most tables (ties: the one with the oldest table, lowest FileNum)
@@ -357,13 +386,14 @@ func Scores(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint
 func Pick(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint64) bool) *Plan {
 	busy = orNotBusy(busy)
 	scores := Scores(levels, opts, busy)
+	prio := Priorities(levels, opts, busy)
 	order := make([]int, 0, NumLevels)
-	for l, s := range scores {
-		if s >= 1 {
+	for l, p := range prio {
+		if p > 0 {
 			order = append(order, l)
 		}
 	}
-	sort.SliceStable(order, func(i, j int) bool { return scores[order[i]] > scores[order[j]] })
+	sort.SliceStable(order, func(i, j int) bool { return prio[order[i]] > prio[order[j]] })
 	base, _ := BaseLevel(levels, opts)
 	for _, l := range order {
 		var p *Plan

@@ -187,9 +187,11 @@ func TestPickSizeScores(t *testing.T) {
 	require.Equal(t, []uint64{2}, fileNums(p.Inputs))
 	require.Equal(t, []uint64{11}, fileNums(p.Overlapping))
 
-	// Busy: table 2 is skipped, then table 1 (next smallest ratio).
+	// Busy: table 2 is skipped, then table 1 (next smallest ratio). A busy
+	// table below L0 still counts in its level's score.
+	require.InDelta(t, 1.2, Scores(levels, opts, busySet(2))[1], 1e-9)
 	p = Pick(levels, opts, busySet(2))
-	require.Nil(t, p, "without table 2 L1 holds 80 bytes: score < 1")
+	require.Equal(t, []uint64{1}, fileNums(p.Inputs))
 	levels[1] = append(levels[1], tm(4, 40, "j", "k"))
 	p = Pick(levels, opts, busySet(2))
 	require.Equal(t, []uint64{1}, fileNums(p.Inputs))
@@ -213,6 +215,60 @@ func TestPickSizeScores(t *testing.T) {
 	last[NumLevels-1] = []*TableMeta{tm(1, 1<<62, "a", "z")}
 	require.Equal(t, 0.0, Scores(last, Options{}, nil)[NumLevels-1])
 	require.Nil(t, Pick(last, Options{}, nil))
+}
+
+// TestPickPriorities: Pick orders the levels by score over the output
+// level's score (Pebble's adjustment), not by score alone.
+func TestPickPriorities(t *testing.T) {
+	opts := Options{L0Trigger: 4, BaseLevelBytes: 100, LevelRatio: 10, StaticLevelTargets: true}
+	l0 := func(depth int) []*TableMeta {
+		var ts []*TableMeta
+		for i := 0; i < depth; i++ {
+			ts = append(ts, tm(uint64(100+i), 10, "a", "z"))
+		}
+		return ts
+	}
+
+	// A tree that is not keeping up: L0 six deep (score 3) over a base
+	// level at 2.6 times its target. By score alone L0 would go first and
+	// grow L1 further; by priority L1 goes first (2.6/0.5 against 3/2.6).
+	var levels [NumLevels][]*TableMeta
+	levels[0] = l0(6)
+	levels[1] = []*TableMeta{tm(1, 130, "a", "m"), tm(2, 130, "n", "z")}
+	levels[2] = []*TableMeta{tm(10, 500, "a", "z")}
+	s := Scores(levels, opts, nil)
+	require.InDelta(t, 3.0, s[0], 1e-9)
+	require.InDelta(t, 2.6, s[1], 1e-9)
+	pr := Priorities(levels, opts, nil)
+	require.InDelta(t, 3.0/2.6, pr[0], 1e-9)
+	require.InDelta(t, 2.6/0.5, pr[1], 1e-9)
+	require.Zero(t, pr[2], "score below 1")
+	p := Pick(levels, opts, nil)
+	require.Equal(t, 1, p.Level)
+	require.InDelta(t, 2.6, p.Score, 1e-9, "Plan.Score stays the level's score")
+	// With L1's tables busy (its compaction running) L0 may not go
+	// either (it would write into them); with L2 busy only L0 can go.
+	require.Nil(t, Pick(levels, opts, busySet(1, 2)))
+	p = Pick(levels, opts, busySet(10))
+	require.Equal(t, 0, p.Level)
+
+	// L0 just at its trigger (score 1) over a nearly empty L1 goes before
+	// a fuller L2 whose own output level is nearly full: 1/0.2 against
+	// 1.5/0.9.
+	levels[0] = l0(2)
+	levels[1] = []*TableMeta{tm(1, 20, "a", "m")}
+	levels[2] = []*TableMeta{tm(10, 1500, "a", "z")}
+	levels[3] = []*TableMeta{tm(20, 9000, "a", "z")}
+	pr = Priorities(levels, opts, nil)
+	require.InDelta(t, 5.0, pr[0], 1e-9)
+	require.InDelta(t, 1.5/0.9, pr[2], 1e-9)
+	p = Pick(levels, opts, nil)
+	require.Equal(t, 0, p.Level)
+	require.Equal(t, 1, p.OutputLevel)
+
+	// An empty output level counts as 0.01 full.
+	levels[3] = nil
+	require.InDelta(t, 150.0, Priorities(levels, opts, nil)[2], 1e-9)
 }
 
 func TestPickBoundaryExpansion(t *testing.T) {
@@ -402,22 +458,24 @@ func TestPickRandomInvariants(t *testing.T) {
 		opts := Options{L0Trigger: 1 + rng.Intn(5), BaseLevelBytes: uint64(50 + rng.Intn(300)), LevelRatio: float64(2 + rng.Intn(4))}
 		msg := fmt.Sprintf("seed %d round %d", seed, round)
 		scores := Scores(levels, opts, busy)
+		prio := Priorities(levels, opts, busy)
 
 		p := Pick(levels, opts, busy)
 		base, _ := BaseLevel(levels, opts)
 		feasible := bruteFeasible(levels, busy, base)
-		bestScore := 0.0
+		bestPrio := 0.0
 		for l := 0; l < NumLevels-1; l++ {
 			if scores[l] >= 1 && feasible[l] != nil {
-				bestScore = max(bestScore, scores[l])
+				require.Positive(t, prio[l], msg)
+				bestPrio = max(bestPrio, prio[l])
 			}
 		}
 		if p == nil {
-			require.Zero(t, bestScore, "%s: Pick returned nil but a level needs and allows a compaction", msg)
+			require.Zero(t, bestPrio, "%s: Pick returned nil but a level needs and allows a compaction", msg)
 			continue
 		}
 		picked++
-		require.Equal(t, bestScore, p.Score, msg)
+		require.Equal(t, bestPrio, prio[p.Level], msg)
 		require.Equal(t, scores[p.Level], p.Score, msg)
 		checkPlan(t, levels, p, busy, msg)
 		if p.Level > 0 {

@@ -30,7 +30,7 @@
 // are reference counted: Gets, iterators and compactions pin the version
 // they read, and a table (with its adaptive state file, NNNNNN.fstate) is
 // deleted only when no live version lists it. After each flush a background
-// goroutine runs compaction.Pick (one compaction at a time) and
+// goroutine runs compaction.Pick (up to MaxConcurrentCompactions at once) and
 // compaction.Run, passing the live snapshots and dropping tombstones when
 // the output level is the bottommost for the range.
 //
