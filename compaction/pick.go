@@ -317,6 +317,12 @@ func l0Score(l0 []*TableMeta, opts Options, busy func(uint64) bool) float64 {
 // sustained write load, docs/ARCHITECTURE.md, "L0 depth on kvbench churn,
 // as it was measured").
 func Scores(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint64) bool) [NumLevels]float64 {
+	s, _ := scores(levels, opts, busy)
+	return s
+}
+
+// scores is Scores, with the base level it found.
+func scores(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint64) bool) ([NumLevels]float64, int) {
 	opts = opts.WithDefaults()
 	busy = orNotBusy(busy)
 	var s [NumLevels]float64
@@ -325,7 +331,7 @@ func Scores(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint
 	for l := base; l < NumLevels-1; l++ {
 		s[l] = float64(sumSize(levels[l])) / float64(targets[l])
 	}
-	return s
+	return s, base
 }
 
 // Priorities returns the order in which Pick tries the levels: 0 for a
@@ -337,20 +343,23 @@ func Scores(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint
 // a tree that cannot keep up (L0 deep and the base level growing without
 // bound), and a level over an almost empty one goes first.
 func Priorities(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint64) bool) [NumLevels]float64 {
-	scores := Scores(levels, opts, busy)
-	base, _ := BaseLevel(levels, opts.WithDefaults())
-	fill := scores
+	return priorities(scores(levels, opts, busy))
+}
+
+// priorities is Priorities from the levels' scores and the base level.
+func priorities(s [NumLevels]float64, base int) [NumLevels]float64 {
+	fill := s
 	fill[NumLevels-1] = 1
 	var p [NumLevels]float64
 	for l := 0; l < NumLevels-1; l++ {
-		if scores[l] < 1 {
+		if s[l] < 1 {
 			continue
 		}
 		next := l + 1
 		if l == 0 {
 			next = base
 		}
-		p[l] = scores[l] / max(0.01, fill[next])
+		p[l] = s[l] / max(0.01, fill[next])
 	}
 	return p
 }
@@ -385,8 +394,8 @@ func Priorities(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum 
 // plan's range is one of its Overlapping tables.
 func Pick(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint64) bool) *Plan {
 	busy = orNotBusy(busy)
-	scores := Scores(levels, opts, busy)
-	prio := Priorities(levels, opts, busy)
+	score, base := scores(levels, opts, busy)
+	prio := priorities(score, base)
 	order := make([]int, 0, NumLevels)
 	for l, p := range prio {
 		if p > 0 {
@@ -394,7 +403,6 @@ func Pick(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint64
 		}
 	}
 	sort.SliceStable(order, func(i, j int) bool { return prio[order[i]] > prio[order[j]] })
-	base, _ := BaseLevel(levels, opts)
 	for _, l := range order {
 		var p *Plan
 		if l == 0 {
@@ -403,7 +411,7 @@ func Pick(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint64
 			p = pickLevel(levels, l, busy)
 		}
 		if p != nil {
-			p.Score = scores[l]
+			p.Score = score[l]
 			return p
 		}
 	}
