@@ -16,7 +16,9 @@
 // size/target score is >= 1, the one whose score is highest relative to
 // its output level's (Priorities, Pebble's adjustment) is compacted into
 // the next one, starting from the table whose overlap with the next level
-// is smallest relative to its size.
+// is smallest relative to its size. With IntraL0Ratio, an L0 that has
+// fallen behind is merged within L0 when that is much cheaper than
+// compacting it into the base level (Plan.IsIntraL0).
 // A plan never takes a table that is busy in a running compaction and never
 // splits the versions of a user key between its inputs and the rest of a
 // level.

@@ -55,6 +55,18 @@ type Options struct {
 	// into L1 and Ln's target is BaseLevelBytes * LevelRatio^(n-1) (RocksDB
 	// without level_compaction_dynamic_level_bytes). Off by default.
 	StaticLevelTargets bool
+	// IntraL0Ratio turns on intra-L0 compactions: when L0 compactions have
+	// fallen behind (the L0 tables an L0 compaction would take are deeper
+	// than the depth L0 compactions start at) and those tables hold less
+	// than 1/IntraL0Ratio of the bytes of the base-level tables under
+	// them, Pick merges them (with every L0 table they overlap,
+	// transitively, newer ones too) within L0 (Plan.IsIntraL0): a read
+	// then checks one table there, at the cost of rewriting a few small
+	// tables rather than the base level under them. 0 (the default): off.
+	// The caller must give the output a file number above every L0
+	// table's and below every later flush's (L0 is ordered by file
+	// number), see Plan.IsIntraL0.
+	IntraL0Ratio float64
 }
 
 // Validate reports options that cannot be used, wrapping ErrInvalidOptions.
@@ -68,6 +80,9 @@ func (o Options) Validate() error {
 	}
 	if o.LevelRatio != 0 && !(o.LevelRatio >= 1 && o.LevelRatio <= 1000) {
 		return fmt.Errorf("%w: LevelRatio %v outside [1, 1000]", ErrInvalidOptions, o.LevelRatio)
+	}
+	if o.IntraL0Ratio != 0 && !(o.IntraL0Ratio >= 1 && o.IntraL0Ratio <= 1000) {
+		return fmt.Errorf("%w: IntraL0Ratio %v outside [1, 1000]", ErrInvalidOptions, o.IntraL0Ratio)
 	}
 	return nil
 }
@@ -88,6 +103,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.TargetFileSize == 0 {
 		o.TargetFileSize = DefaultTargetFileSize
+	}
+	if !(o.IntraL0Ratio >= 1 && o.IntraL0Ratio <= 1000) {
+		o.IntraL0Ratio = 0
 	}
 	return o
 }
@@ -118,6 +136,16 @@ type Plan struct {
 	// Score is the score of Level when Pick chose it (0 for manual plans).
 	Score float64
 }
+
+// IsIntraL0 reports whether the plan merges L0 tables into L0 (Pick with
+// Options.IntraL0Ratio). Its inputs are every L0 table overlapping any of
+// them, so no other L0 table shares a user key with the output, and the
+// caller writes it as one table (RunOptions.TargetFileSize 0) whose file
+// number is taken after every input's and before any flush that was not
+// done when the plan was picked: L0 is read newest first by file number,
+// and the output's data is newer than its inputs' and older than those
+// flushes'.
+func (p *Plan) IsIntraL0() bool { return p.Level == 0 && p.OutputLevel == 0 }
 
 // String describes the plan for logs, e.g. "L1->L2 inputs [7 8] overlapping [3]".
 func (p *Plan) String() string {
@@ -379,7 +407,9 @@ func priorities(s [NumLevels]float64, base int) [NumLevels]float64 {
 //   - L0: each table with the older L0 tables it overlaps, transitively, is
 //     a candidate; candidates holding a busy table are skipped; the one with
 //     the most tables (ties: the one with the oldest table, lowest FileNum)
-//     is compacted with the base-level tables it overlaps (see pickL0).
+//     is compacted with the base-level tables it overlaps (see pickL0), or
+//     with Options.IntraL0Ratio merged within L0 when that is much cheaper
+//     (pickIntraL0, Plan.IsIntraL0).
 //   - Ln, n >= 1: each table not busy is a candidate, widened to its
 //     neighbours that share a boundary user key, with the tables of L(n+1)
 //     that overlap it (widened the same way). Among the candidates whose
@@ -406,7 +436,8 @@ func Pick(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint64
 	for _, l := range order {
 		var p *Plan
 		if l == 0 {
-			p = pickL0(levels, base, busy)
+			o := opts.WithDefaults()
+			p = pickL0(levels, base, busy, o.IntraL0Ratio, o.L0Trigger)
 		} else {
 			p = pickLevel(levels, l, busy)
 		}
@@ -432,7 +463,7 @@ func Pick(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint64
 // The candidate with the most tables wins (ties: the one with the oldest
 // table), among those whose tables, and base-level tables under them, are
 // not busy.
-func pickL0(levels [NumLevels][]*TableMeta, base int, busy func(uint64) bool) *Plan {
+func pickL0(levels [NumLevels][]*TableMeta, base int, busy func(uint64) bool, ratio float64, trigger int) *Plan {
 	var best []*TableMeta
 	var bestOldest uint64
 	for _, seed := range levels[0] {
@@ -460,7 +491,43 @@ func pickL0(levels [NumLevels][]*TableMeta, base int, busy func(uint64) bool) *P
 		return nil
 	}
 	lo, hi := keyRange(best)
-	return &Plan{Level: 0, OutputLevel: base, Inputs: inLevelOrder(levels[0], best), Overlapping: overlapping(levels[base], lo, hi)}
+	over := overlapping(levels[base], lo, hi)
+	if p := pickIntraL0(levels, base, best, busy, ratio, trigger); p != nil {
+		return p
+	}
+	return &Plan{Level: 0, OutputLevel: base, Inputs: inLevelOrder(levels[0], best), Overlapping: over}
+}
+
+// pickIntraL0 returns the intra-L0 compaction of cand (an L0 candidate of
+// pickL0) when ratio > 0, L0 compactions have fallen behind and it is
+// cheap next to compacting into base: cand widened to every L0 table
+// overlapping a member, newer or older, transitively (their user key
+// ranges union to one interval, so no L0 table outside overlaps the
+// output), none busy, deeper than the depth an L0 compaction starts at
+// (L0Trigger/2: at that depth the base compaction is the one to run; kvbench
+// churn checked more filters a read when L0 was merged there too), and
+// less than 1/ratio of the bytes of the base-level tables under them.
+func pickIntraL0(levels [NumLevels][]*TableMeta, base int, cand []*TableMeta, busy func(uint64) bool, ratio float64, trigger int) *Plan {
+	if ratio <= 0 {
+		return nil
+	}
+	set := slices.Clone(cand)
+	for i := 0; i < len(set); i++ {
+		t := set[i]
+		for _, u := range levels[0] {
+			if overlaps(u, t.Smallest.UserKey, t.Largest.UserKey) && !slices.Contains(set, u) {
+				set = append(set, u)
+			}
+		}
+	}
+	if anyBusy(set, busy) || L0Depth(set, nil) < max(2, trigger/2+1) {
+		return nil
+	}
+	lo, hi := keyRange(set)
+	if float64(sumSize(overlapping(levels[base], lo, hi))) <= ratio*float64(sumSize(set)) {
+		return nil
+	}
+	return &Plan{Level: 0, OutputLevel: 0, Inputs: inLevelOrder(levels[0], set)}
 }
 
 // l0Closure returns seed and every L0 table older than a member (by file

@@ -271,6 +271,55 @@ func TestPickPriorities(t *testing.T) {
 	require.InDelta(t, 150.0, Priorities(levels, opts, nil)[2], 1e-9)
 }
 
+// TestPickIntraL0: with IntraL0Ratio, L0 tables deeper than the depth L0
+// compactions start at, and much smaller than the base-level tables under
+// them, are merged within L0, with every L0 table they overlap, newer ones
+// included.
+func TestPickIntraL0(t *testing.T) {
+	opts := Options{L0Trigger: 4, BaseLevelBytes: 1 << 20, LevelRatio: 10, StaticLevelTargets: true, IntraL0Ratio: 4}
+	var levels [NumLevels][]*TableMeta
+	// 10, 11 and 14 share e..f (depth 3); 12, newer than 10, overlaps
+	// only 10; 13 lies apart.
+	levels[0] = []*TableMeta{tm(10, 10, "a", "f"), tm(11, 10, "e", "g"), tm(12, 10, "b", "c"), tm(13, 10, "x", "z"), tm(14, 10, "e", "f")}
+	levels[1] = []*TableMeta{tm(1, 1000, "a", "m"), tm(2, 1000, "n", "z")}
+
+	p := Pick(levels, opts, nil)
+	require.True(t, p.IsIntraL0())
+	require.Equal(t, 0, p.OutputLevel)
+	require.Equal(t, []uint64{10, 11, 12, 14}, fileNums(p.Inputs), "12 joins: it overlaps 10")
+	require.Empty(t, p.Overlapping)
+
+	// Off: into the base level (the newest table with the older ones it
+	// overlaps).
+	off := opts
+	off.IntraL0Ratio = 0
+	p = Pick(levels, off, nil)
+	require.False(t, p.IsIntraL0())
+	require.Equal(t, []uint64{10, 11, 14}, fileNums(p.Inputs))
+	require.Equal(t, []uint64{1}, fileNums(p.Overlapping))
+	// The base level under them too small (120 <= 4 x 40).
+	levels[1][0] = tm(1, 120, "a", "m")
+	p = Pick(levels, opts, nil)
+	require.False(t, p.IsIntraL0())
+	require.Equal(t, 1, p.OutputLevel)
+	levels[1][0] = tm(1, 1000, "a", "m")
+	// Only two deep, the depth L0 compactions start at: into the base
+	// level.
+	two := slices.Clone(levels[0][:4])
+	p = Pick([NumLevels][]*TableMeta{two, levels[1]}, opts, nil)
+	require.False(t, p.IsIntraL0())
+	require.Equal(t, []uint64{10, 11}, fileNums(p.Inputs))
+	// A busy table among them (12, in a compaction of its own): not
+	// merged in L0; the base compaction may still run.
+	p = Pick(levels, opts, busySet(12))
+	require.False(t, p.IsIntraL0())
+	require.Equal(t, []uint64{10, 11, 14}, fileNums(p.Inputs))
+
+	require.ErrorIs(t, Options{IntraL0Ratio: 0.5}.Validate(), ErrInvalidOptions)
+	require.NoError(t, Options{IntraL0Ratio: 4}.Validate())
+	require.Zero(t, Options{IntraL0Ratio: -1}.WithDefaults().IntraL0Ratio)
+}
+
 func TestPickBoundaryExpansion(t *testing.T) {
 	opts := Options{BaseLevelBytes: 10, LevelRatio: 1000, StaticLevelTargets: true}
 	k := func(fileNum, size uint64, lo string, loSeq uint64, hi string, hiSeq uint64) *TableMeta {
@@ -442,7 +491,7 @@ func TestPickRandomInvariants(t *testing.T) {
 	if testing.Short() {
 		rounds = 500
 	}
-	picked := 0
+	picked, intra := 0, 0
 	for round := 0; round < rounds; round++ {
 		levels := randLevels(rng)
 		require.NoError(t, CheckLevels(levels))
@@ -456,6 +505,12 @@ func TestPickRandomInvariants(t *testing.T) {
 		}
 		busy := busySet(busyNums...)
 		opts := Options{L0Trigger: 1 + rng.Intn(5), BaseLevelBytes: uint64(50 + rng.Intn(300)), LevelRatio: float64(2 + rng.Intn(4))}
+		if rng.Intn(2) == 0 {
+			opts.IntraL0Ratio = float64(1 + rng.Intn(4))
+			for _, tb := range levels[0] {
+				tb.Size = 1 + uint64(rng.Intn(10)) // small flushes over a large base level
+			}
+		}
 		msg := fmt.Sprintf("seed %d round %d", seed, round)
 		scores := Scores(levels, opts, busy)
 		prio := Priorities(levels, opts, busy)
@@ -478,6 +533,13 @@ func TestPickRandomInvariants(t *testing.T) {
 		require.Equal(t, bestPrio, prio[p.Level], msg)
 		require.Equal(t, scores[p.Level], p.Score, msg)
 		checkPlan(t, levels, p, busy, msg)
+		if p.IsIntraL0() {
+			intra++
+			require.NotZero(t, opts.IntraL0Ratio, msg)
+			under := sumSize(bruteOverlap(levels[base], p.Inputs))
+			require.Greater(t, float64(under), opts.IntraL0Ratio*float64(sumSize(p.Inputs)), msg)
+			require.GreaterOrEqual(t, L0Depth(p.Inputs, nil), max(2, opts.L0Trigger/2+1), msg)
+		}
 		if p.Level > 0 {
 			// Minimal overlap ratio among the feasible candidates.
 			ratio := float64(sumSize(p.Overlapping)) / float64(sumSize(p.Inputs))
@@ -521,6 +583,7 @@ func TestPickRandomInvariants(t *testing.T) {
 		}
 	}
 	require.Greater(t, picked, rounds/10, "the random shapes must lead to plans")
+	require.Positive(t, intra, "some shapes must lead to intra-L0 plans")
 }
 
 // checkPlan verifies the shape of any plan: nothing busy, inputs closed
@@ -535,13 +598,16 @@ func checkPlan(t *testing.T, levels [NumLevels][]*TableMeta, p *Plan, busy func(
 	sharesUserKey := func(a, b *TableMeta) bool {
 		return overlaps(a, b.Smallest.UserKey, b.Largest.UserKey)
 	}
+	if p.IsIntraL0() {
+		require.GreaterOrEqual(t, len(p.Inputs), 2, msg)
+	}
 	for _, tb := range levels[p.Level] {
 		if in(p.Inputs, tb) {
 			continue
 		}
 		for _, x := range p.Inputs {
-			if p.Level == 0 && tb.FileNum > x.FileNum {
-				continue // a newer L0 table may stay above the output
+			if p.Level == 0 && tb.FileNum > x.FileNum && !p.IsIntraL0() {
+				continue // a newer L0 table may stay above a base compaction's output
 			}
 			require.False(t, sharesUserKey(tb, x), "%s: L%d table %d shares user keys with input %d", msg, p.Level, tb.FileNum, x.FileNum)
 		}
@@ -658,6 +724,9 @@ func TestPickConcurrentPlansDisjoint(t *testing.T) {
 	for round := 0; round < rounds; round++ {
 		levels := randLevels(rng)
 		opts := Options{L0Trigger: 1, BaseLevelBytes: 1, LevelRatio: 2}
+		if rng.Intn(2) == 0 {
+			opts.IntraL0Ratio = float64(1 + rng.Intn(4))
+		}
 		var running []*Plan
 		busyNums := map[uint64]bool{}
 		busy := func(n uint64) bool { return busyNums[n] }

@@ -27,6 +27,7 @@ func (db *DB) compactionOptions() compaction.Options {
 		LevelRatio:      db.opts.LevelSizeRatio,
 		BaseLevelBytes:  db.opts.baseLevelBytes(),
 		TargetFileSize:  db.opts.TargetFileSize,
+		IntraL0Ratio:    max(0, db.opts.intraL0Ratio),
 	}
 }
 
@@ -67,7 +68,16 @@ func (db *DB) startCompactions() {
 			return // the running one clears or keeps the error
 		}
 		v := db.currentVersion()
-		plan := compaction.Pick(v.levels, db.compactionOptions(), func(fn uint64) bool { return db.compact.busy[fn] })
+		busy := func(fn uint64) bool { return db.compact.busy[fn] }
+		opts := db.compactionOptions()
+		plan := compaction.Pick(v.levels, opts, busy)
+		var outNum uint64 // an intra-L0 compaction's output
+		if plan != nil && plan.IsIntraL0() {
+			if outNum = db.reserveIntraL0Output(v); outNum == 0 {
+				opts.IntraL0Ratio = 0
+				plan = compaction.Pick(v.levels, opts, busy)
+			}
+		}
 		if plan == nil {
 			v.unref()
 			if db.compact.running == 0 {
@@ -85,7 +95,7 @@ func (db *DB) startCompactions() {
 			if hook != nil {
 				hook(plan)
 			}
-			err := db.runCompaction(plan, v)
+			err := db.runCompaction(plan, v, outNum)
 			v.unref()
 			db.compact.mu.Lock()
 			db.bookLocked(plan, false)
@@ -122,10 +132,29 @@ func (db *DB) bookLocked(plan *compaction.Plan, start bool) {
 	}
 }
 
+// reserveIntraL0Output returns the file number of an intra-L0
+// compaction's output picked from v, or 0 when it may not run now: L0 is
+// read newest first by file number (applyEdit), so the output must number
+// above its inputs and below every flush whose table is not in v. It may
+// run when v is still the current version and no flush is under way
+// (flushLoop marks it under db.mu before its outputs take numbers): then
+// the number taken here is above every table in v and below any a later
+// flush takes.
+func (db *DB) reserveIntraL0Output(v *version) uint64 {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.mu.current != v || db.mu.flushing {
+		return 0
+	}
+	return db.allocFileNum()
+}
+
 // runCompaction merges the plan's tables into new tables of its output
 // level and installs the result. v is the version the plan was picked
 // from (the caller holds a reference); the plan's tables are booked busy.
-func (db *DB) runCompaction(plan *compaction.Plan, v *version) error {
+// An intra-L0 plan writes one table numbered outNum
+// (reserveIntraL0Output).
+func (db *DB) runCompaction(plan *compaction.Plan, v *version, outNum uint64) error {
 	if isMove(plan) {
 		return db.moveTable(plan)
 	}
@@ -138,22 +167,35 @@ func (db *DB) runCompaction(plan *compaction.Plan, v *version) error {
 	in := compaction.NewMergingIter(iters...)
 	kn := db.buildNegatives()
 	var outs []*tableOutput
-	bottommost := plan.IsBottommost(v.levels)
-	metas, err := compaction.Run(in, compaction.RunOptions{
+	ropts := compaction.RunOptions{
 		Snapshots:      db.snapshotSeqs(),
-		DropTombstones: bottommost,
-		ZeroSeqs:       bottommost,
 		TargetFileSize: db.opts.TargetFileSize,
 		Grandparents:   plan.Grandparents(v.levels),
 		NewOutput: func() (compaction.Output, error) {
-			o, err := db.newOutput(kn, db.opts.TableFormat)
+			num := db.allocFileNum()
+			if plan.IsIntraL0() {
+				if len(outs) > 0 {
+					return nil, errors.New("kv: an intra-L0 compaction writes one table")
+				}
+				num = outNum
+			}
+			o, err := db.newOutputNum(num, kn, db.opts.TableFormat)
 			if err == nil {
 				outs = append(outs, o)
 			}
 			return o, err
 		},
 		Cancel: db.closeCh,
-	})
+	}
+	if plan.IsIntraL0() {
+		// One table in L0, tombstones and sequence numbers kept: older
+		// versions of its keys are in the levels below.
+		ropts.TargetFileSize, ropts.Grandparents = 0, nil
+	} else {
+		bottommost := plan.IsBottommost(v.levels)
+		ropts.DropTombstones, ropts.ZeroSeqs = bottommost, bottommost
+	}
+	metas, err := compaction.Run(in, ropts)
 	if cerr := in.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -191,6 +233,9 @@ func (db *DB) runCompaction(plan *compaction.Plan, v *version) error {
 		return err
 	}
 	db.compactions.Add(1)
+	if plan.IsIntraL0() {
+		db.intraL0Compactions.Add(1)
+	}
 	for _, t := range plan.Tables() {
 		db.compactedReadBytes.Add(t.Size)
 	}
@@ -373,7 +418,7 @@ func (db *DB) Compact(start, end []byte) error {
 			v.unref()
 			continue
 		}
-		err = db.runCompaction(plan, v)
+		err = db.runCompaction(plan, v, 0) // a manual plan is never intra-L0
 		v.unref()
 		if err != nil {
 			return err

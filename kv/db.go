@@ -105,8 +105,13 @@ type DB struct {
 		closing    bool
 		bgErr      error // sticky error of the WAL or manifest: writes fail
 		compactErr error // last background compaction error
-		flushCond  *sync.Cond
-		stallCond  *sync.Cond // signalled when a flush finishes or bgErr is set
+		// flushing is set while flushLoop writes and installs a flush
+		// (from before its tables take file numbers until they are in
+		// current, or it failed): no intra-L0 compaction may take an
+		// output number then (reserveIntraL0Output).
+		flushing  bool
+		flushCond *sync.Cond
+		stallCond *sync.Cond // signalled when a flush finishes or bgErr is set
 	}
 	// rsNow mirrors mu.rs and closingNow mirrors mu.closing for the
 	// lock-free pin of loadReadState; both are written under mu with their
@@ -167,6 +172,7 @@ type DB struct {
 	gets                 striped.Counter // every Get adds one: striped
 	flushes, compactions atomic.Uint64
 	tableMoves           atomic.Uint64 // compactions that moved a table (not counted in compactions)
+	intraL0Compactions   atomic.Uint64 // of compactions, those within L0
 	// Table bytes written by flushes, and read (inputs) and written by
 	// compactions.
 	flushedBytes, compactedReadBytes, compactedBytes atomic.Uint64
@@ -399,7 +405,11 @@ type tableOutput struct {
 // newOutput creates a table; kn are the known negatives a policy that
 // builds around them gets (see buildNegatives).
 func (db *DB) newOutput(kn knownneg.List, format sstable.Format) (*tableOutput, error) {
-	fn := db.allocFileNum()
+	return db.newOutputNum(db.allocFileNum(), kn, format)
+}
+
+// newOutputNum is newOutput writing table number fn.
+func (db *DB) newOutputNum(fn uint64, kn knownneg.List, format sstable.Format) (*tableOutput, error) {
 	w, err := sstable.Create(db.fs, db.fs.PathJoin(db.dir, tableFileName(fn)),
 		sstable.WriterOptions{Policy: db.policy, KnownNegatives: kn, Format: format})
 	if err != nil {
@@ -512,8 +522,13 @@ func (db *DB) flushLoop() {
 		if len(db.mu.imm) > 1 {
 			next = db.mu.imm[1].walNum
 		}
+		db.mu.flushing = true
 		db.mu.Unlock()
-		if err := db.flushMemtable(m, next); err != nil {
+		err := db.flushMemtable(m, next)
+		db.mu.Lock()
+		db.mu.flushing = false
+		db.mu.Unlock()
+		if err != nil {
 			db.setBGErr(fmt.Errorf("kv: flush: %w", err))
 			return
 		}
@@ -556,6 +571,7 @@ func (db *DB) flushMemtable(m *memEntry, nextLog uint64) error {
 	err := db.logAndApply(edit, func() {
 		db.mu.imm = slices.Clone(db.mu.imm[1:])
 		m.flushed = true
+		db.mu.flushing = false // its tables are in current (reserveIntraL0Output)
 		db.mu.stallCond.Broadcast()
 		// Queued here, before Flush can see m flushed, so that a Flush
 		// followed by Compact or Close finds the WAL's removal queued.

@@ -70,6 +70,9 @@ type Metrics struct {
 	// TableMoves counts compactions that moved a table to the next level
 	// without rewriting it: one table overlapping nothing there.
 	TableMoves uint64
+	// IntraL0Compactions counts the compactions (of Compactions) that
+	// merged L0 tables into one L0 table (compaction.Plan.IsIntraL0).
+	IntraL0Compactions uint64
 	// BytesFlushed is the table bytes flushes wrote; BytesCompactedIn and
 	// BytesCompacted are the table bytes compactions read and wrote.
 	BytesFlushed, BytesCompactedIn, BytesCompacted uint64
@@ -175,5 +178,6 @@ func (db *DB) Metrics() Metrics {
 	m.Flushes = db.flushes.Load()
 	m.Compactions = db.compactions.Load()
 	m.TableMoves = db.tableMoves.Load()
+	m.IntraL0Compactions = db.intraL0Compactions.Load()
 	return m
 }

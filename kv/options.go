@@ -136,7 +136,18 @@ type Options struct {
 	// damaged file means an empty record, see DB.KnownNegativesError).
 	// Default DefaultKnownNegatives (65536, about 2.5 MiB); negative: off.
 	KnownNegatives int
+
+	// intraL0Ratio is compaction.Options.IntraL0Ratio: 0 takes
+	// defaultIntraL0Ratio, negative turns intra-L0 compactions off (for
+	// tests).
+	intraL0Ratio float64
 }
+
+// defaultIntraL0Ratio: L0 tables holding less than a quarter of the bytes
+// of the base-level tables under them are merged within L0 instead of into
+// the base level, once L0 compactions have fallen behind
+// (docs/ARCHITECTURE.md, "One write, end to end" and "Sustained churn").
+const defaultIntraL0Ratio = 4
 
 // WriteOptions control one write.
 type WriteOptions struct {
@@ -238,6 +249,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.MaxConcurrentCompactions == 0 {
 		r.MaxConcurrentCompactions = 2
+	}
+	if r.intraL0Ratio == 0 {
+		r.intraL0Ratio = defaultIntraL0Ratio
 	}
 	if r.MaxImmutableMemTables == 0 {
 		r.MaxImmutableMemTables = 4
