@@ -433,10 +433,10 @@ func Pick(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint64
 		}
 	}
 	sort.SliceStable(order, func(i, j int) bool { return prio[order[i]] > prio[order[j]] })
+	o := opts.WithDefaults()
 	for _, l := range order {
 		var p *Plan
 		if l == 0 {
-			o := opts.WithDefaults()
 			p = pickL0(levels, base, busy, o.IntraL0Ratio, o.L0Trigger)
 		} else {
 			p = pickLevel(levels, l, busy)
@@ -490,12 +490,11 @@ func pickL0(levels [NumLevels][]*TableMeta, base int, busy func(uint64) bool, ra
 	if best == nil {
 		return nil
 	}
-	lo, hi := keyRange(best)
-	over := overlapping(levels[base], lo, hi)
 	if p := pickIntraL0(levels, base, best, busy, ratio, trigger); p != nil {
 		return p
 	}
-	return &Plan{Level: 0, OutputLevel: base, Inputs: inLevelOrder(levels[0], best), Overlapping: over}
+	lo, hi := keyRange(best)
+	return &Plan{Level: 0, OutputLevel: base, Inputs: inLevelOrder(levels[0], best), Overlapping: overlapping(levels[base], lo, hi)}
 }
 
 // pickIntraL0 returns the intra-L0 compaction of cand (an L0 candidate of

@@ -172,12 +172,12 @@ func (db *DB) runCompaction(plan *compaction.Plan, v *version, outNum uint64) er
 		TargetFileSize: db.opts.TargetFileSize,
 		Grandparents:   plan.Grandparents(v.levels),
 		NewOutput: func() (compaction.Output, error) {
-			num := db.allocFileNum()
-			if plan.IsIntraL0() {
-				if len(outs) > 0 {
-					return nil, errors.New("kv: an intra-L0 compaction writes one table")
-				}
-				num = outNum
+			num := outNum
+			switch {
+			case !plan.IsIntraL0():
+				num = db.allocFileNum()
+			case len(outs) > 0:
+				return nil, errors.New("kv: an intra-L0 compaction writes one table")
 			}
 			o, err := db.newOutputNum(num, kn, db.opts.TableFormat)
 			if err == nil {
