@@ -224,15 +224,7 @@ func TestConcurrentCompactions(t *testing.T) {
 				}
 				require.NoError(t, db.Flush())
 			}
-			wait := func() *compaction.Plan {
-				select {
-				case p := <-started:
-					return p
-				case <-time.After(10 * time.Second):
-					t.Fatal("no compaction started")
-					return nil
-				}
-			}
+			wait := func() *compaction.Plan { return waitCompactionStart(t, started) }
 			write("a")
 			first := wait()
 			write("b")

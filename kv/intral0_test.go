@@ -49,6 +49,47 @@ func requireIntraL0Values(t *testing.T, db *DB, want map[string][]byte, n int) {
 	require.Equal(t, live, seen)
 }
 
+// intraL0Keys is the number of keys the intra-L0 tests load first.
+const intraL0Keys = 20000
+
+// intraL0Store opens a store on opts holding intraL0Keys keys (value
+// "base") compacted into the last level, and returns it with those keys.
+func intraL0Store(t *testing.T, opts *Options) (*DB, map[string][]byte) {
+	t.Helper()
+	db, err := Open("db", opts)
+	require.NoError(t, err)
+	want := map[string][]byte{}
+	for i := 0; i < intraL0Keys; i++ {
+		require.NoError(t, db.Set(intraL0Key(i), []byte("base"), NoSync))
+		want[string(intraL0Key(i))] = []byte("base")
+	}
+	require.NoError(t, db.Compact(nil, nil))
+	return db, want
+}
+
+// reopenIntraL0 closes db, opens the store again and checks want in it.
+func reopenIntraL0(t *testing.T, db *DB, opts *Options, want map[string][]byte) *DB {
+	t.Helper()
+	require.NoError(t, db.Close())
+	db, err := Open("db", opts)
+	require.NoError(t, err)
+	requireIntraL0Values(t, db, want, intraL0Keys)
+	return db
+}
+
+// waitCompactionStart returns the next plan a compaction hook sends on
+// started, failing after 10 seconds.
+func waitCompactionStart(t *testing.T, started <-chan *compaction.Plan) *compaction.Plan {
+	t.Helper()
+	select {
+	case p := <-started:
+		return p
+	case <-time.After(10 * time.Second):
+		t.Fatal("no compaction started")
+		return nil
+	}
+}
+
 // TestIntraL0FlushDuringCompaction: L0 three deep over a few keys while
 // the one compaction slot is taken, so that the next pick merges them
 // within L0; that compaction is held while a flush writes newer versions
@@ -57,25 +98,14 @@ func requireIntraL0Values(t *testing.T, db *DB, want map[string][]byte, n int) {
 // L0 is read newest first by number), before any other compaction merges
 // them, after, and after a reopen.
 func TestIntraL0FlushDuringCompaction(t *testing.T) {
-	fs := vfs.NewMem()
-	opts := &Options{FS: fs, MemTableSize: 64 << 10, FlushSplitBytes: -1, MaxConcurrentCompactions: 1, intraL0Ratio: 2}
-	db, err := Open("db", opts)
-	require.NoError(t, err)
-	defer func() {
-		if db != nil {
-			db.Close()
-		}
-	}()
-	const n = 20000
-	want := map[string][]byte{}
+	opts := &Options{FS: vfs.NewMem(), MemTableSize: 64 << 10, FlushSplitBytes: -1, MaxConcurrentCompactions: 1, intraL0Ratio: 2}
+	db, want := intraL0Store(t, opts)
+	defer func() { db.Close() }()
+	const n = intraL0Keys
 	set := func(i int, v string) {
 		require.NoError(t, db.Set(intraL0Key(i), []byte(v), NoSync))
 		want[string(intraL0Key(i))] = []byte(v)
 	}
-	for i := 0; i < n; i++ {
-		set(i, "base")
-	}
-	require.NoError(t, db.Compact(nil, nil))
 
 	// Compaction k (from 0) waits for releases[min(k, 2)].
 	started := make(chan *compaction.Plan, 16)
@@ -96,15 +126,6 @@ func TestIntraL0FlushDuringCompaction(t *testing.T) {
 		}
 		<-releases[k]
 	})
-	wait := func() *compaction.Plan {
-		select {
-		case p := <-started:
-			return p
-		case <-time.After(10 * time.Second):
-			t.Fatal("no compaction started")
-			return nil
-		}
-	}
 	// Compaction 0 takes the slot: two flushes of keys above the rest.
 	for f := 0; f < 2; f++ {
 		for i := 0; i < 10; i++ {
@@ -114,7 +135,7 @@ func TestIntraL0FlushDuringCompaction(t *testing.T) {
 		}
 		require.NoError(t, db.Flush())
 	}
-	require.False(t, wait().IsIntraL0())
+	require.False(t, waitCompactionStart(t, started).IsIntraL0())
 	// Three small flushes over a few base-level keys: L0 three deep there.
 	for _, r := range [][2]int{{0, 100}, {50, 150}, {25, 125}} {
 		for i := r[0]; i < r[1]; i++ {
@@ -123,7 +144,7 @@ func TestIntraL0FlushDuringCompaction(t *testing.T) {
 		require.NoError(t, db.Flush())
 	}
 	release(0)
-	p := wait()
+	p := waitCompactionStart(t, started)
 	require.True(t, p.IsIntraL0(), "plan %v", p)
 	require.Len(t, p.Inputs, 3)
 
@@ -146,11 +167,7 @@ func TestIntraL0FlushDuringCompaction(t *testing.T) {
 	release(2)
 	require.Eventually(t, func() bool { return db.Metrics().CompactionsRunning == 0 }, 10*time.Second, time.Millisecond)
 	requireIntraL0Values(t, db, want, n)
-
-	require.NoError(t, db.Close())
-	db, err = Open("db", opts)
-	require.NoError(t, err)
-	requireIntraL0Values(t, db, want, n)
+	db = reopenIntraL0(t, db, opts, want)
 }
 
 // TestIntraL0ConcurrentWriters: overwrites and deletions of a small key
@@ -158,20 +175,9 @@ func TestIntraL0FlushDuringCompaction(t *testing.T) {
 // compactions running under them; afterwards, and after a reopen, every
 // key reads as its last write. Run with -race.
 func TestIntraL0ConcurrentWriters(t *testing.T) {
-	fs := vfs.NewMem()
-	opts := &Options{FS: fs, MemTableSize: 32 << 10, FlushSplitBytes: -1, intraL0Ratio: 1}
-	db, err := Open("db", opts)
-	require.NoError(t, err)
-	defer func() {
-		if db != nil {
-			db.Close()
-		}
-	}()
-	const n = 20000
-	for i := 0; i < n; i++ {
-		require.NoError(t, db.Set(intraL0Key(i), []byte("base"), NoSync))
-	}
-	require.NoError(t, db.Compact(nil, nil))
+	opts := &Options{FS: vfs.NewMem(), MemTableSize: 32 << 10, FlushSplitBytes: -1, intraL0Ratio: 1}
+	db, want := intraL0Store(t, opts)
+	defer func() { db.Close() }()
 
 	// Each writer owns the keys i with i % writers == w, so the last write
 	// of each key is known without ordering writers against each other.
@@ -214,10 +220,6 @@ func TestIntraL0ConcurrentWriters(t *testing.T) {
 	}
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
-	want := map[string][]byte{}
-	for i := 0; i < n; i++ {
-		want[string(intraL0Key(i))] = []byte("base")
-	}
 	for _, m := range wants {
 		for k, v := range m {
 			want[k] = v
@@ -228,12 +230,8 @@ func TestIntraL0ConcurrentWriters(t *testing.T) {
 	m := db.Metrics()
 	t.Logf("flushes %d, compactions %d (intra-L0 %d)", m.Flushes, m.Compactions, m.IntraL0Compactions)
 	require.Positive(t, m.IntraL0Compactions)
-	requireIntraL0Values(t, db, want, n)
-
-	require.NoError(t, db.Close())
-	db, err = Open("db", opts)
-	require.NoError(t, err)
-	requireIntraL0Values(t, db, want, n)
+	requireIntraL0Values(t, db, want, intraL0Keys)
+	db = reopenIntraL0(t, db, opts, want)
 }
 
 // TestIntraL0OutputReservation: an intra-L0 output number is taken only
