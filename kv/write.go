@@ -20,6 +20,9 @@ type commitReq struct {
 	err     error
 	wake    chan bool // false: done; true: you are the next leader
 	own     Batch     // the batch of Set and Delete, reused with the request
+	// group holds the requests this one commits when it leads, reused
+	// with the request (nil after a group handed to the WAL syncer).
+	group []*commitReq
 }
 
 // Set writes key -> value (a copy). nil options mean Sync.
@@ -118,7 +121,7 @@ func putCommitReq(req *commitReq) {
 	if cap(own.data) > maxPooledBatch {
 		own = Batch{}
 	}
-	*req = commitReq{wake: req.wake, own: own}
+	*req = commitReq{wake: req.wake, own: own, group: req.group}
 	commitReqs.Put(req)
 }
 
@@ -143,11 +146,14 @@ func (db *DB) commit(req *commitReq) error {
 		db.commits.mu.Lock()
 	}
 	db.commits.leading = true
-	group := db.commits.pending
-	db.commits.pending = nil
-	if n := groupLen(group); n < len(group) {
-		group, db.commits.pending = group[:n:n], slices.Clone(group[n:])
-	}
+	// The group is copied into the leader's own buffer, so that pending
+	// keeps its array for the writers that queue next: no allocation a
+	// write once the buffers have grown.
+	n := groupLen(db.commits.pending)
+	group := append(req.group[:0], db.commits.pending[:n]...)
+	rest := copy(db.commits.pending, db.commits.pending[n:])
+	clear(db.commits.pending[rest:])
+	db.commits.pending = db.commits.pending[:rest]
 	db.commits.mu.Unlock()
 
 	queued := false
@@ -172,6 +178,7 @@ func (db *DB) commit(req *commitReq) error {
 	if queued {
 		// The group, req included, belongs to the syncer now: it wakes
 		// every writer of it once the group is published or failed.
+		req.group = nil
 		<-req.wake
 		return req.err
 	}
@@ -180,6 +187,8 @@ func (db *DB) commit(req *commitReq) error {
 			r.wake <- false
 		}
 	}
+	clear(group)
+	req.group = group[:0]
 	return req.err
 }
 
