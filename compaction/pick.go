@@ -510,15 +510,7 @@ func pickIntraL0(levels [NumLevels][]*TableMeta, base int, cand []*TableMeta, bu
 	if ratio <= 0 {
 		return nil
 	}
-	set := slices.Clone(cand)
-	for i := 0; i < len(set); i++ {
-		t := set[i]
-		for _, u := range levels[0] {
-			if overlaps(u, t.Smallest.UserKey, t.Largest.UserKey) && !slices.Contains(set, u) {
-				set = append(set, u)
-			}
-		}
-	}
+	set := widenL0(levels[0], slices.Clone(cand), false)
 	if anyBusy(set, busy) || L0Depth(set, nil) < max(2, trigger/2+1) {
 		return nil
 	}
@@ -533,11 +525,17 @@ func pickIntraL0(levels [NumLevels][]*TableMeta, base int, cand []*TableMeta, bu
 // number: flushes number their tables in order) that shares user keys with
 // it, transitively.
 func l0Closure(l0 []*TableMeta, seed *TableMeta) []*TableMeta {
-	set := []*TableMeta{seed}
+	return widenL0(l0, []*TableMeta{seed}, true)
+}
+
+// widenL0 appends to set every L0 table that shares user keys with a
+// member, transitively; with olderOnly, only tables older than that member
+// (lower file number).
+func widenL0(l0, set []*TableMeta, olderOnly bool) []*TableMeta {
 	for i := 0; i < len(set); i++ {
 		t := set[i]
 		for _, u := range l0 {
-			if u.FileNum < t.FileNum && overlaps(u, t.Smallest.UserKey, t.Largest.UserKey) && !slices.Contains(set, u) {
+			if (!olderOnly || u.FileNum < t.FileNum) && overlaps(u, t.Smallest.UserKey, t.Largest.UserKey) && !slices.Contains(set, u) {
 				set = append(set, u)
 			}
 		}

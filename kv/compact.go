@@ -168,9 +168,7 @@ func (db *DB) runCompaction(plan *compaction.Plan, v *version, outNum uint64) er
 	kn := db.buildNegatives()
 	var outs []*tableOutput
 	ropts := compaction.RunOptions{
-		Snapshots:      db.snapshotSeqs(),
-		TargetFileSize: db.opts.TargetFileSize,
-		Grandparents:   plan.Grandparents(v.levels),
+		Snapshots: db.snapshotSeqs(),
 		NewOutput: func() (compaction.Output, error) {
 			num := outNum
 			switch {
@@ -187,11 +185,11 @@ func (db *DB) runCompaction(plan *compaction.Plan, v *version, outNum uint64) er
 		},
 		Cancel: db.closeCh,
 	}
-	if plan.IsIntraL0() {
-		// One table in L0, tombstones and sequence numbers kept: older
-		// versions of its keys are in the levels below.
-		ropts.TargetFileSize, ropts.Grandparents = 0, nil
-	} else {
+	// An intra-L0 plan writes one table (TargetFileSize 0) and keeps its
+	// tombstones and sequence numbers: older versions of its keys are in
+	// the levels below.
+	if !plan.IsIntraL0() {
+		ropts.TargetFileSize, ropts.Grandparents = db.opts.TargetFileSize, plan.Grandparents(v.levels)
 		bottommost := plan.IsBottommost(v.levels)
 		ropts.DropTombstones, ropts.ZeroSeqs = bottommost, bottommost
 	}

@@ -524,11 +524,10 @@ func (db *DB) flushLoop() {
 		}
 		db.mu.flushing = true
 		db.mu.Unlock()
-		err := db.flushMemtable(m, next)
-		db.mu.Lock()
-		db.mu.flushing = false
-		db.mu.Unlock()
-		if err != nil {
+		if err := db.flushMemtable(m, next); err != nil {
+			db.mu.Lock()
+			db.mu.flushing = false // an installed flush cleared it itself
+			db.mu.Unlock()
 			db.setBGErr(fmt.Errorf("kv: flush: %w", err))
 			return
 		}
