@@ -109,9 +109,12 @@ type DB struct {
 		// (from before its tables take file numbers until they are in
 		// current, or it failed): no intra-L0 compaction may take an
 		// output number then (reserveIntraL0Output).
-		flushing  bool
-		flushCond *sync.Cond
-		stallCond *sync.Cond // signalled when a flush finishes or bgErr is set
+		flushing bool
+		// flushWaiters counts the Flush calls waiting: no memtable is
+		// held back for a merged flush then (holdFlushLocked).
+		flushWaiters int
+		flushCond    *sync.Cond
+		stallCond    *sync.Cond // signalled when a flush finishes or bgErr is set
 	}
 	// rsNow mirrors mu.rs and closingNow mirrors mu.closing for the
 	// lock-free pin of loadReadState; both are written under mu with their
@@ -171,6 +174,7 @@ type DB struct {
 
 	gets                 striped.Counter // every Get adds one: striped
 	flushes, compactions atomic.Uint64
+	mergedFlushes        atomic.Uint64 // flushes of several memtables
 	tableMoves           atomic.Uint64 // compactions that moved a table (not counted in compactions)
 	intraL0Compactions   atomic.Uint64 // of compactions, those within L0
 	// Table bytes written by flushes, and read (inputs) and written by
@@ -494,7 +498,8 @@ func (db *DB) setBGErr(err error) error {
 	return err
 }
 
-// flushLoop flushes immutable memtables, oldest first, to L0.
+// flushLoop flushes immutable memtables, oldest first, to L0: all those
+// queued at once in one flush.
 func (db *DB) flushLoop() {
 	defer db.wg.Done()
 	for {
@@ -517,14 +522,28 @@ func (db *DB) flushLoop() {
 			db.mu.Unlock()
 			return
 		}
-		m := db.mu.imm[0]
+		// L0 deep: a lone full memtable waits for the next (holdFlushLocked).
+		for db.holdFlushLocked() && !db.mu.closing && db.mu.bgErr == nil {
+			db.mu.flushCond.Wait()
+		}
+		if db.mu.closing || db.mu.bgErr != nil {
+			db.mu.Unlock()
+			return
+		}
+		// Every queued memtable goes into this flush (as Pebble's do):
+		// one layer of L0 tables, however many memtables waited; unless
+		// merged flushes are off.
+		ms := slices.Clone(db.mu.imm)
+		if db.opts.MergeFlushL0Depth < 0 {
+			ms = ms[:1]
+		}
 		next := db.mu.mem.walNum
-		if len(db.mu.imm) > 1 {
-			next = db.mu.imm[1].walNum
+		if len(db.mu.imm) > len(ms) {
+			next = db.mu.imm[len(ms)].walNum
 		}
 		db.mu.flushing = true
 		db.mu.Unlock()
-		if err := db.flushMemtable(m, next); err != nil {
+		if err := db.flushMemtables(ms, next); err != nil {
 			db.mu.Lock()
 			db.mu.flushing = false // an installed flush cleared it itself
 			db.mu.Unlock()
@@ -542,18 +561,46 @@ func (db *DB) l0StalledLocked() bool {
 		len(l0) >= db.opts.L0StopWritesThreshold && compaction.L0Depth(l0, nil) >= db.opts.L0StopWritesThreshold
 }
 
-func (db *DB) flushMemtable(m *memEntry, nextLog uint64) error {
+// holdFlushLocked reports whether flushLoop should keep the one queued
+// memtable until the next is full and flush the two together: L0 is at
+// least Options.MergeFlushL0Depth deep, a second queued memtable does not
+// stall writers, and no Flush is waiting. Halving the flushes halves how
+// fast L0 deepens while its compactions are behind. See
+// docs/ARCHITECTURE.md, "Merged flushes".
+func (db *DB) holdFlushLocked() bool {
+	d := db.opts.MergeFlushL0Depth
+	return d > 0 && len(db.mu.imm) == 1 && db.opts.MaxImmutableMemTables >= 2 &&
+		db.mu.flushWaiters == 0 && compaction.L0Depth(db.mu.current.levels[0], nil) >= d
+}
+
+// flushMemtables writes the memtables ms (the oldest queued, in order)
+// to one layer of L0 tables and installs them with nextLog, the WAL of the
+// oldest memtable left unflushed.
+func (db *DB) flushMemtables(ms []*memEntry, nextLog uint64) error {
 	start := time.Now()
 	defer func() { db.flushNanos.Add(int64(time.Since(start))) }()
 	edit := &versionEdit{hasLogNum: true, logNum: nextLog}
-	if !m.mt.Empty() {
+	var its []base.Iterator
+	for _, m := range ms {
+		if !m.mt.Empty() {
+			its = append(its, m.mt.NewIter())
+		}
+	}
+	if len(its) > 0 {
 		var splits [][]byte
 		if db.opts.FlushSplitBytes > 0 {
 			v := db.currentVersion()
 			splits = compaction.FlushSplitKeys(v.levels, db.compactionOptions())
 			v.unref()
 		}
-		metas, err := db.writeTables(m.mt.NewIter(), splits, uint64(db.opts.FlushSplitBytes))
+		it := its[0]
+		if len(its) > 1 {
+			// Sequence numbers grow from each memtable to the next, so
+			// merging by internal key keeps every version in order.
+			it = compaction.NewMergingIter(its...)
+		}
+		metas, err := db.writeTables(it, splits, uint64(db.opts.FlushSplitBytes))
+		_ = it.Close() // memtable iterators hold nothing and cannot fail
 		if err != nil {
 			return err
 		}
@@ -568,20 +615,28 @@ func (db *DB) flushMemtable(m *memEntry, nextLog uint64) error {
 		}
 	}
 	err := db.logAndApply(edit, func() {
-		db.mu.imm = slices.Clone(db.mu.imm[1:])
-		m.flushed = true
+		db.mu.imm = slices.Clone(db.mu.imm[len(ms):])
+		for _, m := range ms {
+			m.flushed = true
+			// Queued here, before Flush can see m flushed, so that a
+			// Flush followed by Compact or Close finds the WAL's removal
+			// queued.
+			db.queueDeletion(db.fs.PathJoin(db.dir, walFileName(m.walNum)))
+		}
 		db.mu.flushing = false // its tables are in current (reserveIntraL0Output)
+		// Counted before Flush can see ms flushed: its caller's Metrics
+		// include them.
+		db.flushes.Add(uint64(len(ms)))
+		if len(ms) > 1 {
+			db.mergedFlushes.Add(1)
+		}
+		for _, a := range edit.added {
+			db.flushedBytes.Add(a.meta.Size)
+		}
 		db.mu.stallCond.Broadcast()
-		// Queued here, before Flush can see m flushed, so that a Flush
-		// followed by Compact or Close finds the WAL's removal queued.
-		db.queueDeletion(db.fs.PathJoin(db.dir, walFileName(m.walNum)))
 	})
 	if err != nil {
 		return err
-	}
-	db.flushes.Add(1)
-	for _, a := range edit.added {
-		db.flushedBytes.Add(a.meta.Size)
 	}
 	db.kickCompaction()
 	return nil
@@ -603,12 +658,23 @@ func (db *DB) Flush() error {
 	if db.opts.ReadOnly {
 		return ErrReadOnly
 	}
+	// Counted before the memtable rotates, so that flushLoop holds back
+	// none of those this Flush waits for (holdFlushLocked).
+	db.mu.Lock()
+	db.mu.flushWaiters++
+	db.mu.Unlock()
 	req := &commitReq{flush: true, wake: make(chan bool, 1)}
-	if err := db.commit(req); err != nil {
-		return err
-	}
+	err := db.commit(req)
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	defer func() { db.mu.flushWaiters-- }()
+	if err != nil {
+		return err
+	}
+	// A memtable held back before this Flush goes now. (The rotation, if
+	// the memtable was not empty, woke flushLoop with both queued: they
+	// are flushed together.)
+	db.mu.flushCond.Signal()
 	for _, m := range req.rotated {
 		for !m.flushed && db.mu.bgErr == nil && !db.mu.closing {
 			db.mu.stallCond.Wait()

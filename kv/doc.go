@@ -18,7 +18,8 @@
 // leader writes its group: no reader sees a Sync write before it is
 // durable, nor a later write before it. A memtable that reaches
 // Options.MemTableSize is switched for a new one with a new WAL and
-// flushed to an L0 table in the background; writers
+// flushed to L0 tables in the background (while L0 is deep, together with
+// the next one: Options.MergeFlushL0Depth); writers
 // stall only while Options.MaxImmutableMemTables memtables wait (flushes
 // themselves wait while a key is in Options.L0StopWritesThreshold L0
 // tables).

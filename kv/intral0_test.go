@@ -175,7 +175,9 @@ func TestIntraL0FlushDuringCompaction(t *testing.T) {
 // compactions running under them; afterwards, and after a reopen, every
 // key reads as its last write. Run with -race.
 func TestIntraL0ConcurrentWriters(t *testing.T) {
-	opts := &Options{FS: vfs.NewMem(), MemTableSize: 32 << 10, FlushSplitBytes: -1, intraL0Ratio: 1}
+	// No merged flushes: every memtable deepens L0, so that it gets deep
+	// enough for intra-L0 compactions.
+	opts := &Options{FS: vfs.NewMem(), MemTableSize: 32 << 10, FlushSplitBytes: -1, intraL0Ratio: 1, MergeFlushL0Depth: -1}
 	db, want := intraL0Store(t, opts)
 	defer func() { db.Close() }()
 

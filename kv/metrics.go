@@ -63,8 +63,9 @@ type Metrics struct {
 	FilterBitsPerKey float64
 	// FilterMemoryBytes is the in-memory filter size of the live tables.
 	FilterMemoryBytes uint64
-	// Flushes counts memtables flushed to L0.
-	Flushes uint64
+	// Flushes counts memtables flushed to L0; MergedFlushes the flushes
+	// that wrote several memtables together (Options.MergeFlushL0Depth).
+	Flushes, MergedFlushes uint64
 	// Compactions counts compactions run that rewrote tables.
 	Compactions uint64
 	// TableMoves counts compactions that moved a table to the next level
@@ -176,6 +177,7 @@ func (db *DB) Metrics() Metrics {
 	m.CompactionsRunning = db.compact.running
 	db.compact.mu.Unlock()
 	m.Flushes = db.flushes.Load()
+	m.MergedFlushes = db.mergedFlushes.Load()
 	m.Compactions = db.compactions.Load()
 	m.TableMoves = db.tableMoves.Load()
 	m.IntraL0Compactions = db.intraL0Compactions.Load()

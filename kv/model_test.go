@@ -371,8 +371,8 @@ func runModel(t *testing.T, policy string, seed uint64, nops int) {
 	met := db.Metrics()
 	require.Equal(t, gets, met.Gets, ctx())
 	require.LessOrEqual(t, met.FilterNegatives, met.FilterChecks)
-	t.Logf("%d ops: flushes %d compactions %d (intra-L0 %d), probes/get %.3f, fp probes %d, adaptations %d, levels %v",
-		nops, met.Flushes, met.Compactions, met.IntraL0Compactions, met.ProbesPerGet(), met.FalsePositiveProbes, met.Adaptations, met.Levels)
+	t.Logf("%d ops: flushes %d (merged %d) compactions %d (intra-L0 %d), probes/get %.3f, fp probes %d, adaptations %d, levels %v",
+		nops, met.Flushes, met.MergedFlushes, met.Compactions, met.IntraL0Compactions, met.ProbesPerGet(), met.FalsePositiveProbes, met.Adaptations, met.Levels)
 	for _, s := range snaps {
 		require.NoError(t, s.s.Close())
 	}

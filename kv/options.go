@@ -110,6 +110,21 @@ type Options struct {
 	// MaxImmutableMemTables is the number of full memtables that may wait for
 	// a flush before writers stall. Default 4.
 	MaxImmutableMemTables int
+	// MergeFlushL0Depth is the L0 read amplification (the most L0 tables
+	// one key is in) at which a full memtable that would be flushed alone
+	// waits for the next one, and the two are flushed together into one
+	// layer of L0 tables (RocksDB's min_write_buffer_number_to_merge of 2,
+	// here only while L0 is that deep): half the flushes, so L0 deepens
+	// half as fast while its compactions are due, and less compaction
+	// work; the price is one more memtable in memory, searched by reads,
+	// while L0 is deep. It needs MaxImmutableMemTables >= 2, so
+	// that writers never stall on the memtable held back; a Flush call is
+	// never held. Memtables queued behind a flush are flushed together
+	// too, whatever the depth (as Pebble's are). Default
+	// L0CompactionThreshold/2 (at least 1), the depth at which L0
+	// compactions start; negative: every memtable is flushed on its own.
+	// See docs/ARCHITECTURE.md, "Merged flushes".
+	MergeFlushL0Depth int
 	// FlushSplitBytes makes a flush cut its output into several L0 tables
 	// at the boundaries of the base level's tables, each at least this
 	// big, so that L0 compacts into the base level one key range at a
@@ -255,6 +270,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.MaxImmutableMemTables == 0 {
 		r.MaxImmutableMemTables = 4
+	}
+	if r.MergeFlushL0Depth == 0 {
+		r.MergeFlushL0Depth = max(1, r.L0CompactionThreshold/2)
 	}
 	if r.KnownNegatives == 0 {
 		r.KnownNegatives = DefaultKnownNegatives
