@@ -67,13 +67,14 @@ func intraL0Store(t *testing.T, opts *Options) (*DB, map[string][]byte) {
 	return db, want
 }
 
-// reopenIntraL0 closes db, opens the store again and checks want in it.
-func reopenIntraL0(t *testing.T, db *DB, opts *Options, want map[string][]byte) *DB {
+// reopenChecked closes db, opens the store again and checks want, over
+// the keys intraL0Key(0..n-1), in it.
+func reopenChecked(t *testing.T, db *DB, opts *Options, want map[string][]byte, n int) *DB {
 	t.Helper()
 	require.NoError(t, db.Close())
 	db, err := Open("db", opts)
 	require.NoError(t, err)
-	requireIntraL0Values(t, db, want, intraL0Keys)
+	requireIntraL0Values(t, db, want, n)
 	return db
 }
 
@@ -167,7 +168,7 @@ func TestIntraL0FlushDuringCompaction(t *testing.T) {
 	release(2)
 	require.Eventually(t, func() bool { return db.Metrics().CompactionsRunning == 0 }, 10*time.Second, time.Millisecond)
 	requireIntraL0Values(t, db, want, n)
-	db = reopenIntraL0(t, db, opts, want)
+	db = reopenChecked(t, db, opts, want, intraL0Keys)
 }
 
 // TestIntraL0ConcurrentWriters: overwrites and deletions of a small key
@@ -240,7 +241,7 @@ func TestIntraL0ConcurrentWriters(t *testing.T) {
 	t.Logf("flushes %d, compactions %d (intra-L0 %d)", m.Flushes, m.Compactions, m.IntraL0Compactions)
 	require.Positive(t, m.IntraL0Compactions)
 	requireIntraL0Values(t, db, want, intraL0Keys)
-	db = reopenIntraL0(t, db, opts, want)
+	db = reopenChecked(t, db, opts, want, intraL0Keys)
 }
 
 // TestIntraL0OutputReservation: an intra-L0 output number is taken only

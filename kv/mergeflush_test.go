@@ -118,17 +118,7 @@ func TestMergedFlushHoldsWhileL0Deep(t *testing.T) {
 	require.Equal(t, 3, l0Depth(db), "two memtables, one layer")
 	require.Zero(t, queuedMemtables(db))
 	requireIntraL0Values(t, db, want, mergeFlushKeys)
-	db = reopenMergeFlush(t, db, opts, want)
-}
-
-// reopenMergeFlush closes db, opens the store again and checks want in it.
-func reopenMergeFlush(t *testing.T, db *DB, opts *Options, want map[string][]byte) *DB {
-	t.Helper()
-	require.NoError(t, db.Close())
-	db, err := Open("db", opts)
-	require.NoError(t, err)
-	requireIntraL0Values(t, db, want, mergeFlushKeys)
-	return db
+	db = reopenChecked(t, db, opts, want, mergeFlushKeys)
 }
 
 // TestMergedFlushOff: with MergeFlushL0Depth negative (or L0 shallower
@@ -237,7 +227,7 @@ func TestMergedFlushCrash(t *testing.T) {
 	}
 	// And a clean Close with the memtable still held.
 	require.Equal(t, 1, queuedMemtables(db))
-	db = reopenMergeFlush(t, db, opts, want)
+	db = reopenChecked(t, db, opts, want, mergeFlushKeys)
 }
 
 // TestMergeFlushL0DepthDefault: the default is the depth at which L0
