@@ -225,6 +225,8 @@ func TestBadArguments(t *testing.T) {
 		{"-target", "NaN"},
 		{"-records", "0"},
 		{"-table-format", "diagonal"},
+		{"-peer-memtable-size", "100"},
+		{"-peer-memtable-size", "-1"},
 		{"-plot", "x.gif", "-records", "10", "-policies", "fake", "-workloads", "c", "-ops", "1"},
 		{"positional"},
 	}
@@ -423,4 +425,27 @@ func TestTarget(t *testing.T) {
 	require.Equal(t, uint64(3000), r.Ops)
 	require.GreaterOrEqual(t, r.Seconds, 0.1499-pacerSlack.Seconds())
 	require.LessOrEqual(t, r.OpsPerSec, 3000/(0.1499-pacerSlack.Seconds()))
+}
+
+// TestPeerMemTableSize: -peer-memtable-size sets only the Pebble peers'
+// memtable; their level sizes and the adaptkv stores' memtable stay.
+func TestPeerMemTableSize(t *testing.T) {
+	cfg := StoreConfig{MemTableSize: 2 << 20, TargetFileSize: 2 << 20, BaseLevelBytes: 32 << 20, L0Trigger: 4}
+	opts := pebbleOptions(cfg, nil, nil)
+	require.Equal(t, uint64(2<<20), opts.MemTableSize)
+	cfg.PeerMemTableSize = 3 << 20
+	opts = pebbleOptions(cfg, nil, nil)
+	require.Equal(t, uint64(3<<20), opts.MemTableSize)
+	require.Equal(t, int64(32<<20), opts.LBaseMaxBytes)
+
+	// The flag reaches the config (and the kept data set's marker).
+	dir := t.TempDir()
+	args := []string{"-policies", "pebble", "-workloads", "c", "-records", "3000", "-ops", "200",
+		"-calibrate", "100", "-memtable-size", "16384", "-peer-memtable-size", "24576", "-dir", dir, "-q"}
+	var out bytes.Buffer
+	require.NoError(t, run(args, &out, &out))
+	m, ok := readMarker(filepath.Join(dir, "pebble"))
+	require.True(t, ok)
+	require.Equal(t, 24576, m.Config.PeerMemTableSize)
+	require.Equal(t, 16384, m.Config.MemTableSize)
 }

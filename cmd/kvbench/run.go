@@ -80,6 +80,7 @@ type options struct {
 	cpuProfile              string
 	tableFormat             string
 	memTable, targetFile    int
+	peerMemTable            int
 	calibrate               int
 	quiet                   bool
 	recordsSet              bool
@@ -111,6 +112,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.csvPath, "csv", "", "write results as CSV to FILE")
 	fs.StringVar(&o.plot, "plot", "", "draw wasted probes and ops/s per policy to FILE.svg or FILE.png")
 	fs.IntVar(&o.memTable, "memtable-size", defaultMemTable, "memtable size in bytes")
+	fs.IntVar(&o.peerMemTable, "peer-memtable-size", 0, "memtable size in bytes of the Pebble peers (0: -memtable-size; their level sizes stay those of\n-memtable-size): an adaptkv store holds one more memtable while L0 is deep (kv.Options.MergeFlushL0Depth),\nso 1.5x -memtable-size gives a peer the same peak memtable memory")
 	fs.IntVar(&o.targetFile, "target-file-size", defaultTargetFile, "target table size in bytes")
 	fs.StringVar(&o.tableFormat, "table-format", "columnar", "block layout of the adaptkv stores' tables: columnar or row (kv.Options.TableFormat;\ntheir flushes write row blocks either way; the Pebble peers write Pebble's default, row)")
 	fs.IntVar(&o.calibrate, "calibrate", 20000, "fresh keys per calibration pass (eps and checks per Get for the FP bound)")
@@ -127,8 +129,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 			o.recordsSet = true
 		}
 	})
-	if o.threads < 1 || o.bits < 1 || o.memTable < 1<<10 || o.targetFile < 1<<10 || o.calibrate < 1 {
-		return errors.New("-threads, -bits, -calibrate must be positive; -memtable-size, -target-file-size at least 1 KiB")
+	if o.threads < 1 || o.bits < 1 || o.memTable < 1<<10 || o.targetFile < 1<<10 || o.calibrate < 1 ||
+		(o.peerMemTable != 0 && o.peerMemTable < 1<<10) {
+		return errors.New("-threads, -bits, -calibrate must be positive; -memtable-size, -target-file-size at least 1 KiB, -peer-memtable-size 0 or at least 1 KiB")
 	}
 	tableFormat, err := sstable.ParseFormat(o.tableFormat)
 	if err != nil {
@@ -186,7 +189,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	cfg := StoreConfig{
 		BitsPerKey: o.bits, MemTableSize: o.memTable, TargetFileSize: uint64(o.targetFile),
 		BaseLevelBytes: uint64(o.memTable) * defaultL0Trigger * 4, L0Trigger: defaultL0Trigger, BlockCacheSize: defaultCache,
-		KnownNegatives: o.knownNeg, TableFormat: tableFormat,
+		KnownNegatives: o.knownNeg, TableFormat: tableFormat, PeerMemTableSize: o.peerMemTable,
 	}
 	valueSize := workloads[0].ValueSize()
 	var results []*Result

@@ -109,6 +109,9 @@ type StoreConfig struct {
 	KnownNegatives int
 	// TableFormat is kv.Options.TableFormat (adaptkv stores).
 	TableFormat sstable.Format
+	// PeerMemTableSize is the Pebble peers' memtable size (0:
+	// MemTableSize); their level sizes follow BaseLevelBytes either way.
+	PeerMemTableSize int
 }
 
 // ErrUnknownStore is returned for a policy name no store implements.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -78,13 +79,12 @@ func (quietLogger) Fatalf(format string, args ...interface{}) {
 	panic(fmt.Sprintf(format, args...))
 }
 
-func openPebble(cfg StoreConfig, l6 bool) (*pebbleStore, error) {
-	f := &countingFilter{FilterPolicy: bloom.FilterPolicy(cfg.BitsPerKey)}
-	cache := pebble.NewCache(cfg.BlockCacheSize)
-	defer cache.Unref()
+// pebbleOptions are a Pebble peer's options for cfg, with filter f on
+// every level and cache as its block cache.
+func pebbleOptions(cfg StoreConfig, f pebble.FilterPolicy, cache *pebble.Cache) *pebble.Options {
 	opts := &pebble.Options{
 		Cache:                 cache,
-		MemTableSize:          uint64(cfg.MemTableSize),
+		MemTableSize:          uint64(cmp.Or(cfg.PeerMemTableSize, cfg.MemTableSize)),
 		L0CompactionThreshold: cfg.L0Trigger,
 		LBaseMaxBytes:         int64(cfg.BaseLevelBytes),
 		Logger:                quietLogger{},
@@ -96,7 +96,14 @@ func openPebble(cfg StoreConfig, l6 bool) (*pebbleStore, error) {
 		opts.Levels[i].FilterPolicy = f
 		opts.Levels[i].BlockSize = 4096
 	}
-	db, err := pebble.Open(cfg.Dir, opts)
+	return opts
+}
+
+func openPebble(cfg StoreConfig, l6 bool) (*pebbleStore, error) {
+	f := &countingFilter{FilterPolicy: bloom.FilterPolicy(cfg.BitsPerKey)}
+	cache := pebble.NewCache(cfg.BlockCacheSize)
+	defer cache.Unref()
+	db, err := pebble.Open(cfg.Dir, pebbleOptions(cfg, f, cache))
 	if err != nil {
 		return nil, fmt.Errorf("pebble peer: %w", err)
 	}
