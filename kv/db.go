@@ -507,10 +507,6 @@ func (db *DB) flushLoop() {
 		for len(db.mu.imm) == 0 && !db.mu.closing && db.mu.bgErr == nil {
 			db.mu.flushCond.Wait()
 		}
-		if db.mu.closing || db.mu.bgErr != nil {
-			db.mu.Unlock()
-			return
-		}
 		// L0 too deep: wait for compactions (unless one failed: then
 		// flushing on beats stalling writers for good).
 		for db.l0StalledLocked() &&
@@ -518,14 +514,12 @@ func (db *DB) flushLoop() {
 			db.kickCompaction()
 			db.mu.stallCond.Wait()
 		}
-		if db.mu.closing || db.mu.bgErr != nil {
-			db.mu.Unlock()
-			return
-		}
 		// L0 deep: a lone full memtable waits for the next (holdFlushLocked).
 		for db.holdFlushLocked() && !db.mu.closing && db.mu.bgErr == nil {
 			db.mu.flushCond.Wait()
 		}
+		// Each wait above ends when the store closes or fails; otherwise
+		// a memtable is queued.
 		if db.mu.closing || db.mu.bgErr != nil {
 			db.mu.Unlock()
 			return

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 )
@@ -38,16 +37,9 @@ func mergeFlushStore(t *testing.T, opts *Options) (*DB, map[string][]byte) {
 		}
 		require.NoError(t, db.Flush())
 	}
-	require.Equal(t, 2, l0Depth(db))
+	require.Equal(t, 2, db.Metrics().Levels[0].Sublevels)
 	require.Equal(t, uint64(2), db.Metrics().Flushes)
 	return db, want
-}
-
-// l0Depth is the current version's L0 read amplification.
-func l0Depth(db *DB) int {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	return compaction.L0Depth(db.mu.current.levels[0], nil)
 }
 
 // writeUntilRotated writes (or, one in five, deletes) random keys with
@@ -115,7 +107,7 @@ func TestMergedFlushHoldsWhileL0Deep(t *testing.T) {
 	require.Eventually(t, func() bool { return db.Metrics().Flushes == 4 }, 10*time.Second, time.Millisecond)
 	m := db.Metrics()
 	require.Equal(t, uint64(1), m.MergedFlushes)
-	require.Equal(t, 3, l0Depth(db), "two memtables, one layer")
+	require.Equal(t, 3, db.Metrics().Levels[0].Sublevels, "two memtables, one layer")
 	require.Zero(t, queuedMemtables(db))
 	requireIntraL0Values(t, db, want, mergeFlushKeys)
 	db = reopenChecked(t, db, opts, want, mergeFlushKeys)
@@ -131,7 +123,7 @@ func TestMergedFlushOff(t *testing.T) {
 			writeUntilRotated(t, db, want, rand.New(rand.NewPCG(3, 4)))
 			require.Eventually(t, func() bool { return db.Metrics().Flushes == 3 }, 10*time.Second, time.Millisecond)
 			require.Zero(t, db.Metrics().MergedFlushes)
-			require.Equal(t, 3, l0Depth(db))
+			require.Equal(t, 3, db.Metrics().Levels[0].Sublevels)
 			requireIntraL0Values(t, db, want, mergeFlushKeys)
 		})
 	}
