@@ -232,3 +232,31 @@ func TestMergeFlushL0DepthDefault(t *testing.T) {
 		require.Equal(t, c.want, o.MergeFlushL0Depth, "%+v", c)
 	}
 }
+
+// TestMemTableMetrics: Metrics counts the memtables held for writes and
+// flushes and the memory of their arenas: one after a flush, two while a
+// full one is held for a merged flush (each full one at least
+// MemTableSize, the new one a chunk), one again after the merged flush.
+func TestMemTableMetrics(t *testing.T) {
+	opts := mergeFlushOpts(vfs.NewMem(), 2)
+	db, want := mergeFlushStore(t, opts)
+	defer db.Close()
+	m := db.Metrics()
+	require.Equal(t, 1, m.MemTables)
+	require.Positive(t, m.MemTableBytes)
+	require.Less(t, m.MemTableBytes, uint64(opts.MemTableSize), "an empty memtable holds a chunk or two")
+
+	rng := rand.New(rand.NewPCG(5, 6))
+	writeUntilRotated(t, db, want, rng)
+	require.Equal(t, 1, queuedMemtables(db), "held for a merged flush")
+	m = db.Metrics()
+	require.Equal(t, 2, m.MemTables)
+	require.GreaterOrEqual(t, m.MemTableBytes, uint64(opts.MemTableSize))
+	require.Less(t, m.MemTableBytes, uint64(3*opts.MemTableSize))
+
+	writeUntilRotated(t, db, want, rng)
+	require.Eventually(t, func() bool { return db.Metrics().Flushes == 4 }, 10*time.Second, time.Millisecond)
+	m = db.Metrics()
+	require.Equal(t, 1, m.MemTables)
+	require.Less(t, m.MemTableBytes, uint64(opts.MemTableSize))
+}

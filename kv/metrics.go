@@ -63,6 +63,13 @@ type Metrics struct {
 	FilterBitsPerKey float64
 	// FilterMemoryBytes is the in-memory filter size of the live tables.
 	FilterMemoryBytes uint64
+	// MemTables is the number of memtables held for writes and flushes:
+	// the mutable one and the full ones queued or being flushed.
+	// MemTableBytes is the memory their arenas hold (Pebble's
+	// Metrics.MemTable Count and Size); a flushed memtable that an open
+	// iterator still reads is not counted.
+	MemTables     int
+	MemTableBytes uint64
 	// Flushes counts memtables flushed to L0; MergedFlushes the flushes
 	// that wrote several memtables together (Options.MergeFlushL0Depth).
 	Flushes, MergedFlushes uint64
@@ -169,6 +176,15 @@ func (db *DB) Metrics() Metrics {
 	if fKeys > 0 {
 		m.FilterBitsPerKey = float64(fBytes) * 8 / float64(fKeys)
 	}
+	db.mu.Lock()
+	if mt := db.mu.mem.mt; mt != nil {
+		m.MemTables, m.MemTableBytes = 1, uint64(mt.ArenaBytes())
+	}
+	for _, e := range db.mu.imm {
+		m.MemTables++
+		m.MemTableBytes += uint64(e.mt.ArenaBytes())
+	}
+	db.mu.Unlock()
 	m.WriteStalls = db.writeStalls.Load()
 	m.WriteStallTime = time.Duration(db.writeStallNanos.Load())
 	m.FlushTime = time.Duration(db.flushNanos.Load())

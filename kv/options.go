@@ -188,97 +188,122 @@ type IterOptions struct {
 	UpperBound []byte
 }
 
-// withDefaults returns a copy of o with defaults filled in, and an error
-// wrapping ErrInvalidOptions for negative values.
-func (o *Options) withDefaults() (Options, error) {
+// Validate reports the first invalid option, as an error wrapping
+// ErrInvalidOptions: a negative size, count or threshold, a TableFormat
+// or Filter the store cannot write, or an L0StopWritesThreshold below
+// L0CompactionThreshold (each with its default where it is zero). Zero
+// values are valid: they mean the defaults. Open validates its options.
+func (o *Options) Validate() error {
 	var r Options
 	if o != nil {
 		r = *o
 	}
 	switch {
 	case r.BlockCacheSize < 0:
-		return r, fmt.Errorf("%w: BlockCacheSize %d < 0", ErrInvalidOptions, r.BlockCacheSize)
+		return fmt.Errorf("%w: BlockCacheSize %d < 0", ErrInvalidOptions, r.BlockCacheSize)
 	case r.MemTableSize < 0:
-		return r, fmt.Errorf("%w: MemTableSize %d < 0", ErrInvalidOptions, r.MemTableSize)
+		return fmt.Errorf("%w: MemTableSize %d < 0", ErrInvalidOptions, r.MemTableSize)
 	case r.MemTableSize > MaxMemTableSize:
-		return r, fmt.Errorf("%w: MemTableSize %d > MaxMemTableSize %d", ErrInvalidOptions, r.MemTableSize, MaxMemTableSize)
+		return fmt.Errorf("%w: MemTableSize %d > MaxMemTableSize %d", ErrInvalidOptions, r.MemTableSize, MaxMemTableSize)
 	case r.L0CompactionThreshold < 0:
-		return r, fmt.Errorf("%w: L0CompactionThreshold %d < 0", ErrInvalidOptions, r.L0CompactionThreshold)
+		return fmt.Errorf("%w: L0CompactionThreshold %d < 0", ErrInvalidOptions, r.L0CompactionThreshold)
 	case r.LevelSizeRatio < 0 || (r.LevelSizeRatio > 0 && r.LevelSizeRatio < 2):
-		return r, fmt.Errorf("%w: LevelSizeRatio %g must be >= 2", ErrInvalidOptions, r.LevelSizeRatio)
+		return fmt.Errorf("%w: LevelSizeRatio %g must be >= 2", ErrInvalidOptions, r.LevelSizeRatio)
 	case r.L0CompactionFileThreshold < 0:
-		return r, fmt.Errorf("%w: L0CompactionFileThreshold %d < 0", ErrInvalidOptions, r.L0CompactionFileThreshold)
+		return fmt.Errorf("%w: L0CompactionFileThreshold %d < 0", ErrInvalidOptions, r.L0CompactionFileThreshold)
 	case r.MaxConcurrentCompactions < 0:
-		return r, fmt.Errorf("%w: MaxConcurrentCompactions %d < 0", ErrInvalidOptions, r.MaxConcurrentCompactions)
+		return fmt.Errorf("%w: MaxConcurrentCompactions %d < 0", ErrInvalidOptions, r.MaxConcurrentCompactions)
 	case r.L0StopWritesThreshold < 0:
-		return r, fmt.Errorf("%w: L0StopWritesThreshold %d < 0", ErrInvalidOptions, r.L0StopWritesThreshold)
+		return fmt.Errorf("%w: L0StopWritesThreshold %d < 0", ErrInvalidOptions, r.L0StopWritesThreshold)
 	case r.MaxOpenFiles < 0:
-		return r, fmt.Errorf("%w: MaxOpenFiles %d < 0", ErrInvalidOptions, r.MaxOpenFiles)
+		return fmt.Errorf("%w: MaxOpenFiles %d < 0", ErrInvalidOptions, r.MaxOpenFiles)
 	case r.MaxImmutableMemTables < 0:
-		return r, fmt.Errorf("%w: MaxImmutableMemTables %d < 0", ErrInvalidOptions, r.MaxImmutableMemTables)
+		return fmt.Errorf("%w: MaxImmutableMemTables %d < 0", ErrInvalidOptions, r.MaxImmutableMemTables)
 	case r.KnownNegatives > MaxKnownNegatives:
-		return r, fmt.Errorf("%w: KnownNegatives %d > %d", ErrInvalidOptions, r.KnownNegatives, MaxKnownNegatives)
+		return fmt.Errorf("%w: KnownNegatives %d > %d", ErrInvalidOptions, r.KnownNegatives, MaxKnownNegatives)
 	case !r.TableFormat.Valid():
-		return r, fmt.Errorf("%w: TableFormat %v", ErrInvalidOptions, r.TableFormat)
+		return fmt.Errorf("%w: TableFormat %v", ErrInvalidOptions, r.TableFormat)
 	}
 	// The check sstable.Create makes when it writes a table with the
 	// policy: made here, a policy that cannot write tables fails Open
 	// instead of the first flush (with a sticky error).
 	if r.Filter != nil && r.Filter.Kind() != "none" {
 		if _, err := filterpolicy.ForTable(r.Filter, 1, nil); err != nil {
-			return r, fmt.Errorf("%w: Filter: %w", ErrInvalidOptions, err)
+			return fmt.Errorf("%w: Filter: %w", ErrInvalidOptions, err)
 		}
 	}
-	if r.FilterPolicy == "" {
-		r.FilterPolicy = DefaultFilterPolicy
-	}
-	if r.BlockCacheSize == 0 {
-		r.BlockCacheSize = 8 << 20
-	}
-	if r.MemTableSize == 0 {
-		r.MemTableSize = 4 << 20
-	}
-	if r.L0CompactionThreshold == 0 {
-		r.L0CompactionThreshold = 4
-	}
-	if r.L0CompactionFileThreshold == 0 {
-		r.L0CompactionFileThreshold = 4 * r.L0CompactionThreshold
-	}
-	if r.L0StopWritesThreshold == 0 {
-		r.L0StopWritesThreshold = max(12, 3*r.L0CompactionThreshold)
-	}
+	r.EnsureDefaults()
 	if r.L0StopWritesThreshold < r.L0CompactionThreshold {
-		return r, fmt.Errorf("%w: L0StopWritesThreshold %d < L0CompactionThreshold %d", ErrInvalidOptions, r.L0StopWritesThreshold, r.L0CompactionThreshold)
+		return fmt.Errorf("%w: L0StopWritesThreshold %d < L0CompactionThreshold %d", ErrInvalidOptions, r.L0StopWritesThreshold, r.L0CompactionThreshold)
 	}
-	if r.LevelSizeRatio == 0 {
-		r.LevelSizeRatio = 10
+	return nil
+}
+
+// EnsureDefaults sets every option left at zero to its default (the
+// defaults each option's doc states; some follow other options, e.g.
+// L0CompactionFileThreshold is 4*L0CompactionThreshold), so a caller can
+// see what Open will run with. It does not validate: see Validate.
+func (o *Options) EnsureDefaults() {
+	if o.FilterPolicy == "" {
+		o.FilterPolicy = DefaultFilterPolicy
 	}
-	if r.TargetFileSize == 0 {
-		r.TargetFileSize = 2 << 20
+	if o.BlockCacheSize == 0 {
+		o.BlockCacheSize = 8 << 20
 	}
-	if r.MaxOpenFiles == 0 {
-		r.MaxOpenFiles = 500
+	if o.MemTableSize == 0 {
+		o.MemTableSize = 4 << 20
 	}
-	if r.FlushSplitBytes == 0 {
-		r.FlushSplitBytes = int64(r.MemTableSize / 4)
+	if o.L0CompactionThreshold == 0 {
+		o.L0CompactionThreshold = 4
 	}
-	if r.MaxConcurrentCompactions == 0 {
-		r.MaxConcurrentCompactions = 2
+	if o.L0CompactionFileThreshold == 0 {
+		o.L0CompactionFileThreshold = 4 * o.L0CompactionThreshold
 	}
-	if r.intraL0Ratio == 0 {
-		r.intraL0Ratio = defaultIntraL0Ratio
+	if o.L0StopWritesThreshold == 0 {
+		o.L0StopWritesThreshold = max(12, 3*o.L0CompactionThreshold)
 	}
-	if r.MaxImmutableMemTables == 0 {
-		r.MaxImmutableMemTables = 4
+	if o.LevelSizeRatio == 0 {
+		o.LevelSizeRatio = 10
 	}
-	if r.MergeFlushL0Depth == 0 {
-		r.MergeFlushL0Depth = max(1, r.L0CompactionThreshold/2)
+	if o.TargetFileSize == 0 {
+		o.TargetFileSize = 2 << 20
 	}
-	if r.KnownNegatives == 0 {
-		r.KnownNegatives = DefaultKnownNegatives
+	if o.MaxOpenFiles == 0 {
+		o.MaxOpenFiles = 500
 	}
-	if r.FS == nil {
-		r.FS = vfs.Default
+	if o.FlushSplitBytes == 0 {
+		o.FlushSplitBytes = int64(o.MemTableSize / 4)
 	}
+	if o.MaxConcurrentCompactions == 0 {
+		o.MaxConcurrentCompactions = 2
+	}
+	if o.intraL0Ratio == 0 {
+		o.intraL0Ratio = defaultIntraL0Ratio
+	}
+	if o.MaxImmutableMemTables == 0 {
+		o.MaxImmutableMemTables = 4
+	}
+	if o.MergeFlushL0Depth == 0 {
+		o.MergeFlushL0Depth = max(1, o.L0CompactionThreshold/2)
+	}
+	if o.KnownNegatives == 0 {
+		o.KnownNegatives = DefaultKnownNegatives
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+}
+
+// withDefaults returns a copy of o with defaults filled in, and an error
+// wrapping ErrInvalidOptions for invalid ones (Validate).
+func (o *Options) withDefaults() (Options, error) {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	if err := r.Validate(); err != nil {
+		return r, err
+	}
+	r.EnsureDefaults()
 	return r, nil
 }

@@ -157,3 +157,48 @@ func TestFlushWritesRowBlocks(t *testing.T) {
 		require.NoError(t, db.Close())
 	}
 }
+
+// TestValidateAndEnsureDefaults: EnsureDefaults fills exactly the zero
+// options, with the defaults their docs state (some following others),
+// and leaves set ones; Validate accepts zero values and rejects what Open
+// rejects, with ErrInvalidOptions.
+func TestValidateAndEnsureDefaults(t *testing.T) {
+	var o Options
+	require.NoError(t, o.Validate())
+	o.EnsureDefaults()
+	require.Equal(t, DefaultFilterPolicy, o.FilterPolicy)
+	require.Equal(t, 4<<20, o.MemTableSize)
+	require.Equal(t, 4, o.L0CompactionThreshold)
+	require.Equal(t, 16, o.L0CompactionFileThreshold)
+	require.Equal(t, 12, o.L0StopWritesThreshold)
+	require.Equal(t, 4, o.MaxImmutableMemTables)
+	require.Equal(t, 2, o.MergeFlushL0Depth)
+	require.Equal(t, int64(1<<20), o.FlushSplitBytes)
+	require.Equal(t, 2, o.MaxConcurrentCompactions)
+	require.Equal(t, 500, o.MaxOpenFiles)
+	require.Equal(t, DefaultKnownNegatives, o.KnownNegatives)
+	require.Equal(t, vfs.Default, o.FS)
+	require.NoError(t, o.Validate())
+
+	set := Options{MemTableSize: 1 << 20, L0CompactionThreshold: 8, MaxImmutableMemTables: 2}
+	set.EnsureDefaults()
+	require.Equal(t, 1<<20, set.MemTableSize)
+	require.Equal(t, 32, set.L0CompactionFileThreshold, "follows L0CompactionThreshold")
+	require.Equal(t, 24, set.L0StopWritesThreshold)
+	require.Equal(t, 4, set.MergeFlushL0Depth)
+	require.Equal(t, int64(256<<10), set.FlushSplitBytes, "follows MemTableSize")
+	require.Equal(t, 2, set.MaxImmutableMemTables)
+
+	for _, bad := range []Options{
+		{MemTableSize: -1}, {MaxImmutableMemTables: -1}, {L0StopWritesThreshold: 2},
+		{LevelSizeRatio: 1.5}, {TableFormat: 99},
+	} {
+		require.ErrorIs(t, bad.Validate(), ErrInvalidOptions, "%+v", bad)
+		_, err := Open("db", &Options{FS: vfs.NewMem(), MemTableSize: bad.MemTableSize,
+			MaxImmutableMemTables: bad.MaxImmutableMemTables, L0StopWritesThreshold: bad.L0StopWritesThreshold,
+			LevelSizeRatio: bad.LevelSizeRatio, TableFormat: bad.TableFormat})
+		require.ErrorIs(t, err, ErrInvalidOptions, "Open rejects it too: %+v", bad)
+	}
+	var nilOpts *Options
+	require.NoError(t, nilOpts.Validate())
+}

@@ -172,6 +172,7 @@ type MemTable struct {
 	height atomic.Int32
 	size   atomic.Int64
 	count  atomic.Int64
+	arena  atomic.Int64 // bytes of the chunks in chunks
 
 	mu        sync.Mutex // serializes Add; guards rnd and the free space
 	rnd       uint64
@@ -244,6 +245,7 @@ func (m *MemTable) addChunk(c []byte) ref {
 	}
 	dir := append(*m.chunks.Load(), c)
 	m.chunks.Store(&dir)
+	m.arena.Add(int64(len(c)))
 	if len(dir) >= growAt {
 		m.chunkSize = maxChunkSize
 	}
@@ -274,6 +276,7 @@ func (m *MemTable) Release() {
 	m.mu.Lock()
 	dir := *m.chunks.Swap(&[][]byte{})
 	m.free, m.head = nil, nil
+	m.arena.Store(0)
 	m.mu.Unlock()
 	m.rec.put(dir)
 }
@@ -342,6 +345,12 @@ func (m *MemTable) Size() int64 { return m.size.Load() }
 
 // Len is the number of entries.
 func (m *MemTable) Len() int { return int(m.count.Load()) }
+
+// ArenaBytes is the memory the memtable's arena holds: the chunks it has
+// taken so far (Size, the unused end of its current chunk and the ends
+// of earlier chunks an entry did not fit in), or 0 once Release handed
+// them to a Recycler.
+func (m *MemTable) ArenaBytes() int64 { return m.arena.Load() }
 
 // Empty reports whether the memtable holds no entry.
 func (m *MemTable) Empty() bool { return m.count.Load() == 0 }

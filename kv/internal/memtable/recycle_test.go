@@ -174,3 +174,23 @@ func TestChunksGrowBeforeRefsRunOut(t *testing.T) {
 	require.Less(t, len(*m.chunks.Load()), growAt+100)
 	requireHolds(t, m, keys)
 }
+
+// TestArenaBytes: a memtable's arena holds its entries and the unused ends
+// of its chunks: each full chunk leaves less than a quarter chunk unused
+// (a larger entry takes a chunk of its own, which it fills), the current
+// one less than a chunk. A Recycler takes it all on Release.
+func TestArenaBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	r := NewRecycler(1<<20, 64<<20)
+	m := NewRecycled(r)
+	empty := m.ArenaBytes()
+	require.Equal(t, int64(ChunkSize(1<<20)), empty, "the head takes the first chunk")
+	fill(m, rng, 20000, 1)
+	m.Add(ik("big", 1<<30, base.KindSet), make([]byte, 3*ChunkSize(1<<20)))
+	chunks := int64(len(*m.chunks.Load()))
+	require.GreaterOrEqual(t, m.ArenaBytes(), m.Size())
+	require.Less(t, m.ArenaBytes(), m.Size()+chunks*int64(ChunkSize(1<<20))/4+int64(ChunkSize(1<<20)),
+		"each full chunk wastes less than the largest entry it takes, a quarter chunk")
+	m.Release()
+	require.Zero(t, m.ArenaBytes())
+}
