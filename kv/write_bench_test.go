@@ -117,13 +117,15 @@ func openWriteStore(b *testing.B, name string) writeStore {
 		require.NoError(b, err)
 		return kvWriteStore{db}
 	default:
-		// Pebble's defaults, with its bloom filter (10 bits/key) on every
-		// level, as the measurements used.
+		// Pebble with its bloom filter (10 bits/key) on every level and
+		// the store's defaults where an option means the same in both
+		// (pebbleLikeKV).
 		clock := &stallClock{}
 		o := &pebble.Options{Logger: quietPebbleLogger{}, EventListener: &pebble.EventListener{
 			WriteStallBegin: func(pebble.WriteStallBeginInfo) { clock.begin() },
 			WriteStallEnd:   clock.end,
 		}}
+		pebbleLikeKV(o, Options{})
 		o.EnsureDefaults()
 		for i := range o.Levels {
 			o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
@@ -132,6 +134,22 @@ func openWriteStore(b *testing.B, name string) writeStore {
 		require.NoError(b, err)
 		return pebbleWriteStore{db, clock}
 	}
+}
+
+// pebbleLikeKV sets the options of o that mean the same in both engines
+// to the store's for opts (defaults filled in): the memtable size, the
+// memtables queued before writers stall (Pebble's count includes the
+// mutable one), the L0 thresholds, the compactions at once and the open
+// tables. The rest stay Pebble's.
+func pebbleLikeKV(o *pebble.Options, opts Options) {
+	opts.EnsureDefaults()
+	o.MemTableSize = uint64(opts.MemTableSize)
+	o.MemTableStopWritesThreshold = opts.MaxImmutableMemTables + 1
+	o.L0CompactionThreshold = opts.L0CompactionThreshold
+	o.L0StopWritesThreshold = opts.L0StopWritesThreshold
+	n := opts.MaxConcurrentCompactions
+	o.CompactionConcurrencyRange = func() (int, int) { return n, n }
+	o.MaxOpenFiles = opts.MaxOpenFiles
 }
 
 type quietPebbleLogger struct{}
@@ -152,7 +170,9 @@ func writeKey(dst []byte, i uint64) []byte {
 
 // BenchmarkWriteVsPebble writes the same stream of 16-byte keys in random
 // order with 100-byte values into the store and into a pebble.DB, both on
-// the OS file system with their default options (kv-buffered: with
+// the OS file system, the store with its default options and Pebble with
+// the same ones where they mean the same (pebbleLikeKV: 4 MiB memtables,
+// writers stall at 5, 2 compactions at once) (kv-buffered: with
 // Options.WALBufferNoSync, Pebble's NoSync durability): NoSync writes from one and
 // from two goroutines, and Sync writes from 16. In the plain modes every
 // write has the same value (the stream of the first measurements), which snappy
