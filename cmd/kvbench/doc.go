@@ -18,10 +18,14 @@
 // The tree every store gets: 80% of the records bulk-loaded and compacted
 // into the last level, the remaining 20% written through the normal path
 // (memtable flushes to L0, compactions to the base level), so that reads
-// consult several tables. Every adaptkv store gets the same shape (L0, L1
-// and L6 in the default run); the Pebble peer, with the same options, picks
-// L5 as its base level by its dynamic level sizing and had no L0 table left
-// after the load, so it checks fewer tables per Get (see checks/get).
+// consult several tables. The peers are configured alike: the options that
+// mean the same in both engines (memtable size, memtables and L0 depth at
+// which writes stall, L0 trigger, compactions at once, table and level
+// sizes, block size and cache, open tables) take the adaptkv store's
+// values, and the run header prints them and every option that differs.
+// Each workload also reports the stores' peak memtable memory and the
+// process's peak resident set; -repeat N runs everything N times in
+// rotated store order and reports medians with their ranges.
 //
 // Absent keys are a stored key plus "!", the workload's name and the seed: they sort
 // right after a stored key, inside the tables' key ranges, so only filters

@@ -21,6 +21,7 @@ type fakeStore struct {
 	adaptive                                 bool
 	fixed                                    sync.Map // key+table -> struct{}
 	gets, checks, negatives, fps, tps, adapt atomic.Uint64
+	absentAsks                               sync.Map // absent key -> *atomic.Uint64: Gets of it
 }
 
 const fakeTables = 3
@@ -51,6 +52,10 @@ func (s *fakeStore) Get(key []byte) (bool, error) {
 	s.mu.RLock()
 	_, found := s.data[string(key)]
 	s.mu.RUnlock()
+	if !found {
+		n, _ := s.absentAsks.LoadOrStore(string(key), new(atomic.Uint64))
+		n.(*atomic.Uint64).Add(1)
+	}
 	for t := 0; t < fakeTables; t++ {
 		s.checks.Add(1)
 		if found && t == fakeTables-1 {

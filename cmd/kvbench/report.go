@@ -44,9 +44,20 @@ func printTable(w io.Writer, results []*Result) {
 		if r0.Adversary != nil {
 			desc = fmt.Sprintf("%d fresh absent keys, %d rounds max, single-threaded", r0.UniqueAbsentKeys, len(r0.Adversary.Rounds))
 		}
+		if r0.Runs > 1 {
+			desc += fmt.Sprintf("; medians of %d runs", r0.Runs)
+		}
 		fmt.Fprintf(w, "\n== %s (%s)\n", name, desc)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		hdr := "policy\tops/s\tp50 us\tp99 us\tp99.9 us\tchecks/get\tprobes/get\tFP/1k gets\tFP/1k checks\tblocks/get\tbits/key\tfilter MiB\tadapt\trebuild\tFP probes\tFP bound\tFP/bound\tWA\t"
+		hdr := "policy\tops/s\t"
+		if r0.Runs > 1 {
+			hdr += "ops/s min-max\t"
+		}
+		hdr += "p50 us\tp99 us\tp99.9 us\tchecks/get\tprobes/get\tFP/1k gets\t"
+		if r0.Runs > 1 {
+			hdr += "FP/1k min-max\t"
+		}
+		hdr += "FP/1k checks\tblocks/get\tbits/key\tfilter MiB\tadapt\trebuild\tFP probes\tFP bound\tFP/bound\tWA\tmemtbl MiB\tRSS MiB\t"
 		if r0.Adversary != nil {
 			hdr += "final-round FP rate\tQ per round\t"
 		}
@@ -60,12 +71,20 @@ func printTable(w io.Writer, results []*Result) {
 			if r.FPLowerBound != nil {
 				bound = fmt.Sprintf("%.0f", *r.FPLowerBound)
 			}
-			line := fmt.Sprintf("%s\t%.0f\t%.1f\t%.1f\t%.1f\t%.2f\t%.3f\t%s\t%s\t%s\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t",
-				r.Policy, r.OpsPerSec, r.P50us, r.P99us, r.P999us, checksPerGet(r), r.ProbesPerGet,
-				fmtOpt(r.FPProbesPer1kGets, 2), fmtOpt(r.FPProbesPer1kChecks, 2), fmtOpt(r.DataBlockReadsPer, 3),
+			line := fmt.Sprintf("%s\t%.0f\t", r.Policy, r.OpsPerSec)
+			if r0.Runs > 1 {
+				line += fmtRange(r.OpsPerSecRange, 0) + "\t"
+			}
+			line += fmt.Sprintf("%.1f\t%.1f\t%.1f\t%.2f\t%.3f\t%s\t",
+				r.P50us, r.P99us, r.P999us, checksPerGet(r), r.ProbesPerGet, fmtOpt(r.FPProbesPer1kGets, 2))
+			if r0.Runs > 1 {
+				line += fmtRange(r.FPPer1kGetsRange, 2) + "\t"
+			}
+			line += fmt.Sprintf("%s\t%s\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t",
+				fmtOpt(r.FPProbesPer1kChecks, 2), fmtOpt(r.DataBlockReadsPer, 3),
 				r.FilterBitsPerKey, float64(r.FilterMemoryBytes)/(1<<20),
 				fmtOptU(r.Adaptations), fmtOptU(r.Rebuilds), fmtOptU(r.FalsePositiveProbes), bound, ratio,
-				fmtOpt(r.WriteAmp, 2))
+				fmtOpt(r.WriteAmp, 2), float64(r.MemTablePeakBytes)/(1<<20), fmtMiB(r.RSSPeakBytes))
 			if a := r.Adversary; a != nil {
 				qs := make([]string, len(a.Rounds))
 				for i, rd := range a.Rounds {
@@ -84,6 +103,22 @@ func printTable(w io.Writer, results []*Result) {
 	}
 }
 
+// fmtRange formats a figure's min-max over runs.
+func fmtRange(r *[2]float64, prec int) string {
+	if r == nil {
+		return "n/a"
+	}
+	return strconv.FormatFloat(r[0], 'f', prec, 64) + "-" + strconv.FormatFloat(r[1], 'f', prec, 64)
+}
+
+// fmtMiB formats an optional byte count in MiB.
+func fmtMiB(p *uint64) string {
+	if p == nil {
+		return "n/a"
+	}
+	return strconv.FormatFloat(float64(*p)/(1<<20), 'f', 0, 64)
+}
+
 func checksPerGet(r *Result) float64 {
 	if r.Gets == 0 {
 		return 0
@@ -94,26 +129,35 @@ func checksPerGet(r *Result) float64 {
 // tableNotes explains the columns once, below the table.
 const tableNotes = `
 checks/get: filter checks per Get (tables whose key range holds the key);
-probes/get: table probes (filter said "maybe") per Get = read amplification.
+probes/get: table probes per Get (the filters' "maybe" answers, plus
+pebble's unfiltered L6 probes) = read amplification.
 FP: false-positive probes (a probe that found nothing); FP/1k checks is the
-per-table rate, comparable across tree shapes; blocks/get: data blocks read
+rate per table considered (filter checks and unfiltered probes), comparable
+across tree shapes; blocks/get: data blocks read
 from table files (block-cache misses) per Get; bits/key: filter bits in
 memory per table entry; adapt: false positives fixed by adaptive filters;
 rebuild: filter block rebuilds; WA: table bytes flushes and compactions
-wrote during the workload per byte flushed (n/a: nothing flushed). FP bound = eps x (unique absent keys x filter checks
-per absent Get + unique stored keys x non-holding tables checked per stored
-Get), eps and checks measured per store on fresh keys after load: the false
+wrote during the workload per byte flushed (n/a: nothing flushed);
+memtbl MiB: the most memory the store's memtables held (sampled every
+10 ms); RSS MiB: the process's peak resident set during the workload.
+FP bound = eps x (unique absent keys x tables considered per absent Get
++ unique stored keys x non-holding tables checked per stored Get), eps and
+the counts measured per store on fresh keys after load: the false
 positives an ideal adaptive filter with the same first-time rate would pay.
 pebble: a real pebble.DB with its bloom filter on every level, read with
-DB.Get, which skips the filters of L6; pebble-l6: the same, read with
-SeekPrefixGE on a reused iterator with UseL6Filters (reopened after writes),
-which positions every level, so a present key also checks the filters of the
-levels below the one holding it. Pebble
-does not split probes into true/false positives: FP is known only when every
-read is of an absent key; data-block reads and adaptation counters are n/a.
+DB.Get, which skips the filters of L6: a Get that finds nothing also
+probes the L6 table whose range holds the key, counted as a probe and a
+false positive (a Get that finds its key in L6 is not: Pebble does not say
+which level answered); pebble-l6: the same, read with SeekPrefixGE on a
+reused iterator with UseL6Filters (reopened after writes), which positions
+every level, so a present key also checks the filters of the levels below
+the one holding it. Pebble does not split probes into true/false
+positives: FP is known only when every read is of an absent key;
+data-block reads and adaptation counters are n/a.
 adversary: ops/s counts Get time only (kvbench reads the store's counters
 around every Get to see false positives); final-round FP rate is FP probes
 per Get in the last round (above 1 when one key fools several tables).
+With -repeat, each figure is its median over the runs.
 `
 
 // writeJSON writes the results as a JSON array, one object per (policy, workload).

@@ -7,6 +7,16 @@ type Result struct {
 	Workload string `json:"workload"`
 	Records  uint64 `json:"records"` // records in the store when the workload started
 	Threads  int    `json:"threads"`
+	// Repeat is the run (0..-repeat-1) and Seed its seed (-seed + Repeat).
+	Repeat int    `json:"repeat"`
+	Seed   uint64 `json:"seed"`
+	// Runs is the number of runs a summary row is the median of (0 for a
+	// single run's row); the ranges are their minimum and maximum.
+	Runs              int         `json:"runs,omitempty"`
+	OpsPerSecRange    *[2]float64 `json:"ops_per_sec_range,omitempty"`
+	P999Range         *[2]float64 `json:"p999_us_range,omitempty"`
+	FPPer1kGetsRange  *[2]float64 `json:"fp_probes_per_1k_gets_range,omitempty"`
+	ProbesPerGetRange *[2]float64 `json:"probes_per_get_range,omitempty"`
 
 	// What kvbench issued.
 	Ops              uint64 `json:"ops"`
@@ -30,7 +40,8 @@ type Result struct {
 	Gets                uint64   `json:"gets"`
 	FilterChecks        uint64   `json:"filter_checks"`
 	FilterNegatives     uint64   `json:"filter_negatives"`
-	FilterMaybes        uint64   `json:"filter_maybes"` // table probes the filters allowed
+	FilterMaybes        uint64   `json:"filter_maybes"`     // table probes: the filters' "maybe" answers and unfiltered probes
+	UnfilteredProbes    uint64   `json:"unfiltered_probes"` // table probes made without a filter (Pebble's DB.Get in L6)
 	FalsePositiveProbes *uint64  `json:"false_positive_probes"`
 	TruePositiveProbes  *uint64  `json:"true_positive_probes"`
 	DataBlockReads      *uint64  `json:"data_block_reads"`
@@ -43,7 +54,7 @@ type Result struct {
 	TablesPerLevel      [7]int   `json:"tables_per_level"`
 	ProbesPerGet        float64  `json:"probes_per_get"` // table probes (filter "maybe") per Get: read amplification
 	FPProbesPer1kGets   *float64 `json:"fp_probes_per_1k_gets"`
-	FPProbesPer1kChecks *float64 `json:"fp_probes_per_1k_checks"` // per filter check: comparable across tree shapes
+	FPProbesPer1kChecks *float64 `json:"fp_probes_per_1k_checks"` // per table considered (filter checks and unfiltered probes): comparable across tree shapes
 	DataBlockReadsPer   *float64 `json:"data_block_reads_per_get"`
 
 	// The run's lower bound: an ideal adaptive filter with the same
@@ -61,6 +72,11 @@ type Result struct {
 	// WriteAmp is the table bytes flushes and compactions wrote during the
 	// workload per byte flushed (null when nothing was flushed).
 	WriteAmp *float64 `json:"write_amp"`
+	// MemTablePeakBytes is the most memory the store's memtables held
+	// during the workload (sampled every memSampleEvery); RSSPeakBytes the
+	// process's peak resident set during it (null where not reported).
+	MemTablePeakBytes uint64  `json:"memtable_peak_bytes"`
+	RSSPeakBytes      *uint64 `json:"rss_peak_bytes"`
 
 	Adversary *AdversaryResult `json:"adversary,omitempty"`
 }

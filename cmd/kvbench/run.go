@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -47,11 +49,21 @@ so a read consults several tables. Every store gets the same LSM options:
 %d MiB memtables, %d MiB tables, L0 trigger %d, level size ratio 10,
 %d MiB block cache; the first level below L0 holds memtable x L0 trigger x 4
 bytes (adaptkv's rule, which the Pebble peer copies through LBaseMaxBytes).
+The Pebble peers also run with the adaptkv store's memtable and L0 stall
+thresholds, compaction concurrency and open-table bound; the run header
+prints the options both engines share and every one that differs (each
+engine's own mechanisms: L0 file threshold, flush splits, merged flushes,
+table format, NoSync durability).
 The default run's trees after load: adaptkv L0 (one table), L5 and L6, about
 30 tables; the Pebble peer L5 and L6, about 35 tables (both size levels
 dynamically, so L5 is the base level). Pebble's DB.Get skips the filters of
 L6, so "pebble" checks fewer filters per Get (the checks/get column) than
-"pebble-l6" and the adaptkv stores, which check every level.
+"pebble-l6" and the adaptkv stores, which check every level; the L6 table
+it then probes for an absent key counts as a probe and a false positive.
+
+Each workload reports its stores' peak memtable memory and the process's
+peak resident set. With -repeat N everything runs N times, the stores in
+a rotated order and run i with seed -seed+i, and the table shows medians.
 
 Workloads are YCSB property files (recordcount, operationcount,
 readproportion, updateproportion, insertproportion, scanproportion,
@@ -82,6 +94,7 @@ type options struct {
 	memTable, targetFile    int
 	peerMemTable            int
 	calibrate               int
+	repeat                  int
 	quiet                   bool
 	recordsSet              bool
 }
@@ -112,10 +125,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.csvPath, "csv", "", "write results as CSV to FILE")
 	fs.StringVar(&o.plot, "plot", "", "draw wasted probes and ops/s per policy to FILE.svg or FILE.png")
 	fs.IntVar(&o.memTable, "memtable-size", defaultMemTable, "memtable size in bytes")
-	fs.IntVar(&o.peerMemTable, "peer-memtable-size", 0, "memtable size in bytes of the Pebble peers (0: -memtable-size; their level sizes stay those of\n-memtable-size): an adaptkv store holds one more memtable while L0 is deep (kv.Options.MergeFlushL0Depth),\nso 1.5x -memtable-size gives a peer the same peak memtable memory")
+	fs.IntVar(&o.peerMemTable, "peer-memtable-size", 0, "memtable size in bytes of the Pebble peers (0: -memtable-size; their level sizes and bulk load stay those of\n-memtable-size): an adaptkv store holds one more memtable while L0 is deep (kv.Options.MergeFlushL0Depth);\nthe memtbl MiB column shows each store's peak")
 	fs.IntVar(&o.targetFile, "target-file-size", defaultTargetFile, "target table size in bytes")
 	fs.StringVar(&o.tableFormat, "table-format", "columnar", "block layout of the adaptkv stores' tables: columnar or row (kv.Options.TableFormat;\ntheir flushes write row blocks either way; the Pebble peers write Pebble's default, row)")
 	fs.IntVar(&o.calibrate, "calibrate", 20000, "fresh keys per calibration pass (eps and checks per Get for the FP bound)")
+	fs.IntVar(&o.repeat, "repeat", 1, "run everything N times, run i with seed -seed+i and the stores in an order rotated by i*stores/N;\nthe table shows each figure's median over the runs (ops/s and FP/1k gets with their min-max), -json and -csv every run's rows")
 	fs.BoolVar(&o.quiet, "q", false, "no progress bars")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
@@ -129,9 +143,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 			o.recordsSet = true
 		}
 	})
-	if o.threads < 1 || o.bits < 1 || o.memTable < 1<<10 || o.targetFile < 1<<10 || o.calibrate < 1 ||
+	if o.threads < 1 || o.bits < 1 || o.memTable < 1<<10 || o.targetFile < 1<<10 || o.calibrate < 1 || o.repeat < 1 ||
 		(o.peerMemTable != 0 && o.peerMemTable < 1<<10) {
-		return errors.New("-threads, -bits, -calibrate must be positive; -memtable-size, -target-file-size at least 1 KiB, -peer-memtable-size 0 or at least 1 KiB")
+		return errors.New("-threads, -bits, -calibrate, -repeat must be positive; -memtable-size, -target-file-size at least 1 KiB, -peer-memtable-size 0 or at least 1 KiB")
 	}
 	tableFormat, err := sstable.ParseFormat(o.tableFormat)
 	if err != nil {
@@ -186,26 +200,38 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		defer os.RemoveAll(base)
 	}
-	cfg := StoreConfig{
-		BitsPerKey: o.bits, MemTableSize: o.memTable, TargetFileSize: uint64(o.targetFile),
-		BaseLevelBytes: uint64(o.memTable) * defaultL0Trigger * 4, L0Trigger: defaultL0Trigger, BlockCacheSize: defaultCache,
-		KnownNegatives: o.knownNeg, TableFormat: tableFormat, PeerMemTableSize: o.peerMemTable,
-	}
+	cfg := defaultConfig(o, tableFormat)
+	printConfig(table, cfg)
 	valueSize := workloads[0].ValueSize()
 	var results []*Result
 	start := time.Now()
-	for _, pol := range policies {
-		rs, err := benchPolicy(pol, cfg, base, o, workloads, valueSize, prog, table)
-		if err != nil {
-			return fmt.Errorf("%s: %w", pol, err)
+	for rep := 0; rep < o.repeat; rep++ {
+		ro := o
+		ro.seed = o.seed + uint64(rep)
+		for _, pol := range rotated(policies, rep, o.repeat) {
+			// Each store starts from the memory the last one left:
+			// nothing but what the process itself holds.
+			runtime.GC()
+			debug.FreeOSMemory()
+			rs, err := benchPolicy(pol, cfg, base, ro, workloads, valueSize, prog, table)
+			if err != nil {
+				return fmt.Errorf("%s: %w", pol, err)
+			}
+			for _, r := range rs {
+				r.Repeat, r.Seed = rep, ro.seed
+			}
+			results = append(results, rs...)
 		}
-		results = append(results, rs...)
+	}
+	shown := results
+	if o.repeat > 1 {
+		shown = summarize(results)
 	}
 	// Group by workload, policies in the order given.
-	slices.SortStableFunc(results, func(a, b *Result) int {
+	slices.SortStableFunc(shown, func(a, b *Result) int {
 		return indexOf(workloads, a.Workload) - indexOf(workloads, b.Workload)
 	})
-	printTable(table, results)
+	printTable(table, shown)
 	fmt.Fprint(table, tableNotes)
 	fmt.Fprintf(table, "total time %.1fs\n", time.Since(start).Seconds())
 
@@ -237,7 +263,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if o.plot != "" {
-		if err := writePlot(o.plot, results); err != nil {
+		if err := writePlot(o.plot, shown); err != nil {
 			return err
 		}
 	}
@@ -252,6 +278,13 @@ func defaultRecordCount() uint64 {
 		return 0
 	}
 	return ws[0].RecordCount
+}
+
+// rotated returns the stores in the order of run rep of n: rotated by
+// rep*len/n, so that over the runs each store runs early and late.
+func rotated(stores []string, rep, n int) []string {
+	k := rep * len(stores) / n
+	return append(slices.Clone(stores[k:]), stores[:k]...)
 }
 
 func indexOf(ws []*ycsb.Workload, name string) int {
@@ -334,9 +367,7 @@ func benchPolicy(pol string, cfg StoreConfig, base string, o options, workloads 
 		}
 		// The bottom of the tree: bulk-loaded with a memtable large enough
 		// to hold it, then compacted to the last level.
-		bulk := cfg
-		bulk.MemTableSize = max(cfg.MemTableSize, int(split)*(valueSize+64)+(1<<20))
-		store, err := openStore(pol, bulk)
+		store, err := openStore(pol, bulkConfig(cfg, split, valueSize))
 		if err != nil {
 			return nil, err
 		}
@@ -381,7 +412,7 @@ func benchPolicy(pol string, cfg StoreConfig, base string, o options, workloads 
 		store.Close()
 		return nil, err
 	}
-	fmt.Fprintf(log, "%-8s %d records ready in %.1fs; tables per level L0..L6 %v; filter %.2f bits/key, %.2f MiB; eps %.5f, %.2f filter checks per absent Get\n",
+	fmt.Fprintf(log, "%-8s %d records ready in %.1fs; tables per level L0..L6 %v; filter %.2f bits/key, %.2f MiB; eps %.5f, %.2f tables considered per absent Get\n",
 		pol, r.records, time.Since(t0).Seconds(), shape.Files, shape.FilterBitsPerKey,
 		float64(shape.FilterMemoryBytes)/(1<<20), cal.eps, cal.checksPerAbsentGet)
 
@@ -409,6 +440,15 @@ func benchPolicy(pol string, cfg StoreConfig, base string, o options, workloads 
 		results = append(results, res)
 	}
 	return results, closeStore()
+}
+
+// bulkConfig is cfg with a memtable large enough to hold n records of
+// valueSize bytes, the same for every store (the Pebble peers' too).
+func bulkConfig(cfg StoreConfig, n uint64, valueSize int) StoreConfig {
+	bulk := cfg
+	bulk.MemTableSize = max(cfg.MemTableSize, int(n)*(valueSize+64)+(1<<20))
+	bulk.PeerMemTableSize = 0
+	return bulk
 }
 
 // loadWorkloads resolves and parses the -workloads list.

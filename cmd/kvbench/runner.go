@@ -51,6 +51,20 @@ type runner struct {
 	progress  func(desc string, total int64) *progress
 }
 
+// getObserver is a store that accounts for a Get once kvbench has timed
+// it (the Pebble DB.Get peer's unfiltered L6 probe).
+type getObserver interface {
+	AfterGet(key []byte, found bool) error
+}
+
+// afterGet hands a timed Get's key and outcome to the store, if it asks.
+func (r *runner) afterGet(key []byte, found bool) error {
+	if o, ok := r.store.(getObserver); ok {
+		return o.AfterGet(key, found)
+	}
+	return nil
+}
+
 func workloadSeed(seed uint64, name string, thread int) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(name))
@@ -160,8 +174,8 @@ func (r *runner) absentSalt(workload string) string {
 }
 
 // candidates is the number of candidate tables a set of Gets considered:
-// the filter checks, or for a policy without filters ("none", which counts
-// no checks) the probes.
+// the filter checks and unfiltered probes (Counters.Candidates), or for a
+// policy without filters ("none", which counts no checks) the probes.
 func candidates(checks, probes uint64) uint64 { return max(checks, probes) }
 
 // calibrate measures eps and tables checked per Get on fresh keys: k absent
@@ -175,7 +189,11 @@ func (r *runner) calibrate(k int) (calibration, error) {
 	key := make([]byte, 0, 48)
 	for i := 0; i < k; i++ {
 		key = ycsb.AppendAbsentKey(key[:0], uint64(i), r.absentSalt("calibrate"))
-		if _, err := r.store.Get(key); err != nil {
+		found, err := r.store.Get(key)
+		if err == nil {
+			err = r.afterGet(key, found)
+		}
+		if err != nil {
 			return c, err
 		}
 	}
@@ -190,7 +208,7 @@ func (r *runner) calibrate(k int) (calibration, error) {
 	if d.Known.ProbeSplit {
 		maybes = d.FalsePositiveProbes + d.TruePositiveProbes
 	}
-	if cand := candidates(d.FilterChecks, maybes); cand > 0 {
+	if cand := candidates(d.Candidates(), maybes); cand > 0 {
 		c.eps = float64(maybes) / float64(cand)
 		c.checksPerAbsentGet = float64(cand) / float64(k)
 	}
@@ -199,6 +217,9 @@ func (r *runner) calibrate(k int) (calibration, error) {
 	for i := 0; i < k; i++ {
 		key = ycsb.AppendKey(key[:0], rng.Uint64N(r.records))
 		found, err := r.store.Get(key)
+		if err == nil {
+			err = r.afterGet(key, found)
+		}
 		if err != nil {
 			return c, err
 		}
@@ -213,7 +234,7 @@ func (r *runner) calibrate(k int) (calibration, error) {
 	if m2.Known.ProbeSplit {
 		d := m2.Sub(m1)
 		// Checks of tables that do not hold the key: all but the true positives.
-		cand := candidates(d.FilterChecks, d.FalsePositiveProbes+d.TruePositiveProbes)
+		cand := candidates(d.Candidates(), d.FalsePositiveProbes+d.TruePositiveProbes)
 		c.fpChecksPerPresentGet = f64p(float64(cand-d.TruePositiveProbes) / float64(k))
 	}
 	return c, nil
@@ -239,6 +260,8 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 	}
 	stats := make([]workerStats, r.threads)
 	var wg sync.WaitGroup
+	mem := startMemMonitor(r.store)
+	defer mem.close()
 	start := time.Now()
 	for t := 0; t < r.threads; t++ {
 		n := ops / uint64(r.threads)
@@ -260,11 +283,12 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 				pace.wait(i)
 				op := s.Next()
 				var err error
+				var found, read bool // a Get ran; what it found
 				t0 := time.Now()
 				switch op.Kind {
 				case ycsb.OpRead:
 					key = ycsb.AppendKey(key[:0], op.Key)
-					var found bool
+					read = true
 					found, err = r.store.Get(key)
 					st.reads++
 					presentSeen.add(op.Key)
@@ -273,7 +297,7 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 					}
 				case ycsb.OpReadAbsent:
 					key = ycsb.AppendAbsentKey(key[:0], op.Key, salt)
-					var found bool
+					read = true
 					found, err = r.store.Get(key)
 					st.reads++
 					st.absent++
@@ -298,7 +322,7 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 					st.scans++
 				case ycsb.OpReadModifyWrite:
 					key = ycsb.AppendKey(key[:0], op.Key)
-					var found bool
+					read = true
 					found, err = r.store.Get(key)
 					st.reads++
 					presentSeen.add(op.Key)
@@ -312,6 +336,9 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 					st.rmws++
 				}
 				st.hist.record(time.Since(t0))
+				if read && err == nil {
+					err = r.afterGet(key, found)
+				}
 				st.ops++
 				if err != nil {
 					st.err = fmt.Errorf("%s %s: %w", w.Name, op.Kind, err)
@@ -323,6 +350,7 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	memPeak, rssPeak := mem.finish(r.store)
 	bar.finish()
 	var all workerStats
 	for i := range stats {
@@ -355,6 +383,7 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 		Scans: all.scans, ReadModifyWrites: all.rmws,
 		Seconds: elapsed.Seconds(), OpsPerSec: float64(all.ops) / elapsed.Seconds(),
 		P50us: all.hist.quantile(0.50), P99us: all.hist.quantile(0.99), P999us: all.hist.quantile(0.999),
+		MemTablePeakBytes: memPeak, RSSPeakBytes: rssPeak,
 	}
 	r.records = counter.Count()
 	fillCounters(res, after.Sub(before), cal)
@@ -370,13 +399,18 @@ func fillCounters(res *Result, d Counters, cal calibration) {
 	}
 	res.FilterChecks = d.FilterChecks
 	res.FilterNegatives = d.FilterNegatives
+	res.UnfilteredProbes = d.UnfilteredProbes
+	// Probes are the filters' "maybe" answers; a store without filters
+	// ("none") asks none and counts its probes as false and true positives.
 	res.FilterMaybes = d.Maybes()
+	if d.FilterChecks == 0 && d.Known.ProbeSplit {
+		res.FilterMaybes = d.FalsePositiveProbes + d.TruePositiveProbes
+	}
 	absentOnly := res.Reads > 0 && res.AbsentReads == res.Reads
 	switch {
 	case d.Known.ProbeSplit:
 		res.FalsePositiveProbes = u64p(d.FalsePositiveProbes)
 		res.TruePositiveProbes = u64p(d.TruePositiveProbes)
-		res.FilterMaybes = d.FalsePositiveProbes + d.TruePositiveProbes
 	case absentOnly:
 		// Every "maybe" on an absent key is a false positive.
 		res.FalsePositiveProbes = u64p(d.Maybes())
@@ -407,8 +441,8 @@ func fillCounters(res *Result, d Counters, cal calibration) {
 		if res.FalsePositiveProbes != nil {
 			res.FPProbesPer1kGets = f64p(float64(*res.FalsePositiveProbes) * 1000 / g)
 		}
-		if res.FalsePositiveProbes != nil && res.FilterChecks > 0 {
-			res.FPProbesPer1kChecks = f64p(float64(*res.FalsePositiveProbes) * 1000 / float64(res.FilterChecks))
+		if cand := res.FilterChecks + res.UnfilteredProbes; res.FalsePositiveProbes != nil && cand > 0 {
+			res.FPProbesPer1kChecks = f64p(float64(*res.FalsePositiveProbes) * 1000 / float64(cand))
 		}
 		if res.DataBlockReads != nil {
 			res.DataBlockReadsPer = f64p(float64(*res.DataBlockReads) / g)
@@ -417,7 +451,7 @@ func fillCounters(res *Result, d Counters, cal calibration) {
 	res.Eps = cal.eps
 	res.ChecksPerAbsentGet = cal.checksPerAbsentGet
 	if absentOnly {
-		res.ChecksPerAbsentGet = float64(candidates(d.FilterChecks, res.FilterMaybes)) / float64(res.Reads)
+		res.ChecksPerAbsentGet = float64(candidates(d.Candidates(), res.FilterMaybes)) / float64(res.Reads)
 	}
 	res.FPChecksPerPresentGet = cal.fpChecksPerPresentGet
 	presentReads := res.Reads - res.AbsentReads
@@ -457,6 +491,8 @@ func (r *runner) adversary(w *ycsb.Workload, cal calibration) (*Result, error) {
 	var hist histogram
 	var spent time.Duration
 	adv := &AdversaryResult{}
+	mem := startMemMonitor(r.store)
+	defer mem.close()
 	key := make([]byte, 0, 64)
 	var gets uint64
 	for round := 0; round < w.AdversaryMaxRounds && len(queue) > 0; round++ {
@@ -472,6 +508,9 @@ func (r *runner) adversary(w *ycsb.Workload, cal calibration) (*Result, error) {
 				t0 := time.Now()
 				found, err := r.store.Get(key)
 				d := time.Since(t0)
+				if err == nil {
+					err = r.afterGet(key, found)
+				}
 				if err != nil {
 					return nil, err
 				}
@@ -507,6 +546,7 @@ func (r *runner) adversary(w *ycsb.Workload, cal calibration) (*Result, error) {
 		rd.FPKeys = len(queue)
 		adv.Rounds = append(adv.Rounds, rd)
 	}
+	memPeak, rssPeak := mem.finish(r.store)
 	last := adv.Rounds[len(adv.Rounds)-1]
 	adv.FinalFPRate = float64(last.FPProbes) / float64(last.Gets)
 	after, err := r.store.Metrics()
@@ -522,7 +562,7 @@ func (r *runner) adversary(w *ycsb.Workload, cal calibration) (*Result, error) {
 		Seconds:   spent.Seconds(),
 		OpsPerSec: float64(gets) / spent.Seconds(),
 		P50us:     hist.quantile(0.50), P99us: hist.quantile(0.99), P999us: hist.quantile(0.999),
-		Adversary: adv,
+		Adversary: adv, MemTablePeakBytes: memPeak, RSSPeakBytes: rssPeak,
 	}
 	fillCounters(res, after.Sub(before), cal)
 	return res, nil

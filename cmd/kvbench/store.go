@@ -44,14 +44,19 @@ type Counters struct {
 	FilterChecks        uint64 // filter consultations
 	FilterNegatives     uint64 // filter said "absent": probes saved
 	FalsePositiveProbes uint64 // "maybe" followed by a table lookup that found nothing
-	TruePositiveProbes  uint64
-	DataBlockReads      uint64
-	Adaptations         uint64
-	Rebuilds            uint64
-	RemoteReads         uint64
-	FilterBitsPerKey    float64 // in-memory filter bits per table entry
-	FilterMemoryBytes   uint64
-	Files               [7]int // tables per level
+	// UnfilteredProbes are table lookups made without asking a filter
+	// (Pebble's DB.Get in L6), counted with the "maybe" answers as probes.
+	UnfilteredProbes   uint64
+	TruePositiveProbes uint64
+	DataBlockReads     uint64
+	Adaptations        uint64
+	Rebuilds           uint64
+	RemoteReads        uint64
+	FilterBitsPerKey   float64 // in-memory filter bits per table entry
+	FilterMemoryBytes  uint64
+	Files              [7]int // tables per level
+	// MemTableBytes is the memory the store's memtables hold now (a gauge).
+	MemTableBytes uint64
 	// BytesFlushed and BytesCompacted are the table bytes flushes and
 	// compactions wrote (write amplification is their sum over the first).
 	BytesFlushed, BytesCompacted uint64
@@ -74,8 +79,13 @@ type Known struct {
 	Adaptive       bool
 }
 
-// Maybes returns the filter's "maybe" answers: the table probes it allowed.
-func (c Counters) Maybes() uint64 { return c.FilterChecks - c.FilterNegatives }
+// Maybes returns the table probes the filters allowed ("maybe" answers)
+// plus those made without a filter.
+func (c Counters) Maybes() uint64 { return c.FilterChecks - c.FilterNegatives + c.UnfilteredProbes }
+
+// Candidates returns the tables considered: those whose filter was asked
+// plus those probed without one.
+func (c Counters) Candidates() uint64 { return c.FilterChecks + c.UnfilteredProbes }
 
 // Sub returns the counter deltas c - before (gauges are taken from c).
 func (c Counters) Sub(before Counters) Counters {
@@ -84,6 +94,7 @@ func (c Counters) Sub(before Counters) Counters {
 	d.FilterChecks -= before.FilterChecks
 	d.FilterNegatives -= before.FilterNegatives
 	d.FalsePositiveProbes -= before.FalsePositiveProbes
+	d.UnfilteredProbes -= before.UnfilteredProbes
 	d.TruePositiveProbes -= before.TruePositiveProbes
 	d.DataBlockReads -= before.DataBlockReads
 	d.Adaptations -= before.Adaptations
@@ -95,7 +106,10 @@ func (c Counters) Sub(before Counters) Counters {
 }
 
 // StoreConfig is the shape of the data set's LSM, shared by every store of a
-// run so that they hold the same tables.
+// run so that they hold the same tables. Options with the same meaning in
+// both engines are set to the same value in each (Pebble's to what the
+// adaptkv store runs with); options tied to one engine's own mechanisms
+// keep that engine's rule, and the run header lists them (configLines).
 type StoreConfig struct {
 	Dir            string
 	BitsPerKey     int
@@ -104,6 +118,20 @@ type StoreConfig struct {
 	BaseLevelBytes uint64
 	L0Trigger      int
 	BlockCacheSize int64
+	// MaxImmutableMemTables is kv.Options.MaxImmutableMemTables: writers
+	// stall once that many full memtables wait and the mutable one is
+	// full, so MaxImmutableMemTables+1 memtables in all, which is Pebble's
+	// MemTableStopWritesThreshold (its queue counts the mutable memtable).
+	MaxImmutableMemTables int
+	// L0StopWrites is the L0 read amplification at which writes stall
+	// (both engines' L0StopWritesThreshold).
+	L0StopWrites int
+	// Compactions is the most compactions that run at once
+	// (kv.Options.MaxConcurrentCompactions; Pebble's
+	// CompactionConcurrencyRange, both ends).
+	Compactions int
+	// MaxOpenFiles bounds the tables each engine keeps open.
+	MaxOpenFiles int
 	// KnownNegatives is kv.Options.KnownNegatives (adaptkv stores; 0: the
 	// default, negative: off).
 	KnownNegatives int

@@ -17,23 +17,35 @@ type kvStore struct {
 	db *kv.DB
 }
 
-func openKV(name string, cfg StoreConfig) (Store, error) {
-	if !slices.Contains(filterpolicy.Names(), name) {
-		return nil, fmt.Errorf("%w %q", ErrUnknownStore, name)
-	}
+// kvOptions are an adaptkv store's options for cfg under policy name,
+// with every default filled in (kv.Options.EnsureDefaults), so the run
+// header can compare them with the Pebble peers'.
+func kvOptions(name string, cfg StoreConfig) *kv.Options {
 	opts := &kv.Options{
-		FilterPolicy:          name,
-		BlockCacheSize:        cfg.BlockCacheSize,
-		MemTableSize:          cfg.MemTableSize,
-		L0CompactionThreshold: cfg.L0Trigger,
-		TargetFileSize:        cfg.TargetFileSize,
-		KnownNegatives:        cfg.KnownNegatives,
-		TableFormat:           cfg.TableFormat,
+		FilterPolicy:             name,
+		BlockCacheSize:           cfg.BlockCacheSize,
+		MemTableSize:             cfg.MemTableSize,
+		MaxImmutableMemTables:    cfg.MaxImmutableMemTables,
+		L0CompactionThreshold:    cfg.L0Trigger,
+		L0StopWritesThreshold:    cfg.L0StopWrites,
+		MaxConcurrentCompactions: cfg.Compactions,
+		MaxOpenFiles:             cfg.MaxOpenFiles,
+		TargetFileSize:           cfg.TargetFileSize,
+		KnownNegatives:           cfg.KnownNegatives,
+		TableFormat:              cfg.TableFormat,
 	}
 	if name == "bloom" {
 		opts.Filter = filterpolicy.NewBloom(cfg.BitsPerKey)
 	}
-	db, err := kv.Open(cfg.Dir, opts)
+	opts.EnsureDefaults()
+	return opts
+}
+
+func openKV(name string, cfg StoreConfig) (Store, error) {
+	if !slices.Contains(filterpolicy.Names(), name) {
+		return nil, fmt.Errorf("%w %q", ErrUnknownStore, name)
+	}
+	db, err := kv.Open(cfg.Dir, kvOptions(name, cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +114,7 @@ func (s *kvStore) Metrics() (Counters, error) {
 		FilterMemoryBytes:   m.FilterMemoryBytes,
 		BytesFlushed:        m.BytesFlushed,
 		BytesCompacted:      m.BytesCompacted,
+		MemTableBytes:       m.MemTableBytes,
 		Known:               Known{Gets: true, ProbeSplit: true, DataBlockReads: true, Adaptive: true},
 	}
 	for i := range c.Files {

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/adaptkv/adaptkv/kv"
+	"github.com/adaptkv/adaptkv/sstable"
+	"github.com/cockroachdb/pebble/v2/bloom"
+)
+
+// defaultConfig is the LSM every store of a run gets. The options that
+// mean the same in both engines take the adaptkv store's defaults
+// (kv.Options.EnsureDefaults) at kvbench's memtable size and L0 trigger,
+// and the Pebble peers are set to the same values (pebbleOptions).
+func defaultConfig(o options, format sstable.Format) StoreConfig {
+	d := kv.Options{MemTableSize: o.memTable, L0CompactionThreshold: defaultL0Trigger}
+	d.EnsureDefaults()
+	return StoreConfig{
+		BitsPerKey: o.bits, MemTableSize: o.memTable, TargetFileSize: uint64(o.targetFile),
+		BaseLevelBytes: uint64(o.memTable) * defaultL0Trigger * 4, L0Trigger: defaultL0Trigger,
+		BlockCacheSize: defaultCache, MaxImmutableMemTables: d.MaxImmutableMemTables,
+		L0StopWrites: d.L0StopWritesThreshold, Compactions: d.MaxConcurrentCompactions,
+		MaxOpenFiles: d.MaxOpenFiles, KnownNegatives: o.knownNeg, TableFormat: format,
+		PeerMemTableSize: o.peerMemTable,
+	}
+}
+
+// configRow is one option as each engine runs it.
+type configRow struct{ name, kv, pebble string }
+
+// configRows lists the options of the run's stores side by side: the
+// adaptkv store's (kvOptions, defaults filled in) and the Pebble peers'
+// (pebbleOptions after Pebble's EnsureDefaults).
+func configRows(cfg StoreConfig) []configRow {
+	k := kvOptions("taf", cfg)
+	p := pebbleOptions(cfg, bloom.FilterPolicy(cfg.BitsPerKey), nil)
+	lo, hi := p.CompactionConcurrencyRange()
+	concurrency := fmt.Sprint(lo)
+	if hi != lo {
+		concurrency = fmt.Sprintf("%d-%d", lo, hi)
+	}
+	kvFormat := "columnar (flushes: row)"
+	if k.TableFormat == sstable.FormatRow {
+		kvFormat = "row"
+	} else if k.FlushInTableFormat {
+		kvFormat = "columnar"
+	}
+	nosync := "reaches the OS (WAL mapped on Linux)"
+	if k.WALBufferNoSync {
+		nosync = "in the WAL buffer"
+	}
+	return []configRow{
+		{"memtable size", mib(k.MemTableSize), mib(p.MemTableSize)},
+		{"memtables before writes stall", fmt.Sprint(k.MaxImmutableMemTables + 1), fmt.Sprint(p.MemTableStopWritesThreshold)},
+		{"L0 compaction threshold", fmt.Sprint(k.L0CompactionThreshold), fmt.Sprint(p.L0CompactionThreshold)},
+		{"L0 stop-writes threshold", fmt.Sprint(k.L0StopWritesThreshold), fmt.Sprint(p.L0StopWritesThreshold)},
+		{"compactions at once", fmt.Sprint(k.MaxConcurrentCompactions), concurrency},
+		{"target table size", mib(k.TargetFileSize), mib(p.TargetFileSizes[0])},
+		{"base level size", mib(cfg.BaseLevelBytes), mib(p.LBaseMaxBytes)},
+		{"level size ratio", fmt.Sprint(k.LevelSizeRatio), fmt.Sprint(p.Experimental.LevelMultiplier)},
+		{"data block size", "4 KiB", kib(p.Levels[0].BlockSize)},
+		{"compression", "snappy", strings.ToLower(p.Levels[0].Compression().Name)},
+		{"block cache", mib(k.BlockCacheSize), mib(cfg.BlockCacheSize)},
+		{"open tables", fmt.Sprint(k.MaxOpenFiles), fmt.Sprint(p.MaxOpenFiles)},
+		{"L0 file threshold", fmt.Sprint(k.L0CompactionFileThreshold), fmt.Sprint(p.L0CompactionFileThreshold)},
+		{"flush split", kib(k.FlushSplitBytes) + " at base-level table bounds", kib(p.FlushSplitBytes) + " per L0 sublevel interval"},
+		{"merged flushes", fmt.Sprintf("2 memtables while L0 is %d deep", k.MergeFlushL0Depth), "none"},
+		{"table format", kvFormat, "row " + p.FormatMajorVersion.MaxTableFormat().String()},
+		{"NoSync write returns once", nosync, "in the WAL buffer"},
+	}
+}
+
+// printConfig writes the run header: the options both engines run with,
+// then every option that differs, with each engine's value.
+func printConfig(w io.Writer, cfg StoreConfig) {
+	var same []string
+	var differ []configRow
+	for _, r := range configRows(cfg) {
+		if r.kv == r.pebble {
+			same = append(same, r.name+" "+r.kv)
+		} else {
+			differ = append(differ, r)
+		}
+	}
+	fmt.Fprintf(w, "adaptkv and Pebble %s alike: %s; filters %d bits/key (bloom, the Pebble peers).\n",
+		pebbleVersion(), strings.Join(same, ", "), cfg.BitsPerKey)
+	if len(differ) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "Options that differ (each engine's own mechanism):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  option\tadaptkv\tPebble")
+	for _, r := range differ {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", r.name, r.kv, r.pebble)
+	}
+	tw.Flush()
+}
+
+// pebbleVersion is the Pebble module version this binary was built with.
+func pebbleVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/cockroachdb/pebble/v2" {
+				return d.Version
+			}
+		}
+	}
+	return "v2"
+}
+
+func mib[T int | int64 | uint64](n T) string {
+	return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/(1<<20)), ".0") + " MiB"
+}
+
+func kib[T int | int64 | uint64](n T) string {
+	return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/(1<<10)), ".0") + " KiB"
+}
