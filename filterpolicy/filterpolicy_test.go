@@ -318,3 +318,20 @@ func TestRemoteSection(t *testing.T) {
 		})
 	}
 }
+
+// TestAdapts: the policies whose filters fix false positives are the
+// adaptive ones but rsqf, whose filters are decoded as adaptive filters
+// and never adapt.
+func TestAdapts(t *testing.T) {
+	var adapting []string
+	for _, name := range Names() {
+		p, err := ByName(name)
+		require.NoError(t, err)
+		if Adapts(p) {
+			adapting = append(adapting, name)
+			require.True(t, p.Adaptive(), name)
+		}
+	}
+	require.ElementsMatch(t, []string{"taf", "exaf", "utaf", "caf", "aprefix", "acf", "acf-cyclic", "acf-swap"}, adapting)
+	require.False(t, Adapts(nil))
+}

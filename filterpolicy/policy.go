@@ -192,6 +192,24 @@ func (p *policy) Adaptive() bool { return p.fk.Adaptive() }
 // FilterKind implements Policy.
 func (p *policy) FilterKind() filter.Kind { return p.fk }
 
+// Adapts reports whether p's filters fix their false positives: p is
+// Adaptive and its filters' Adapt does not answer ErrNotAdaptive (rsqf's
+// filters are adaptive filters, so tables count their false positives
+// alike, but never adapt). It decodes a filter of one key to ask it.
+func Adapts(p Policy) bool {
+	if p == nil || !p.Adaptive() {
+		return false
+	}
+	w := p.NewWriter(pebble.TableFilter)
+	w.AddKey([]byte("k"))
+	f, err := p.Open(w.Finish(nil), nil)
+	if err != nil {
+		return false
+	}
+	af, ok := f.(AdaptiveFilter)
+	return ok && !errors.Is(af.Adapt([]byte("absent")), filter.ErrNotAdaptive)
+}
+
 // NewSeed implements Policy.
 func (p *policy) NewSeed() uint64 { return p.opts.SeedSource() }
 

@@ -1,6 +1,7 @@
 package filterpolicy
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/adaptkv/adaptkv/adaptive"
@@ -71,20 +72,33 @@ func FuzzOpenBlock(f *testing.F) {
 }
 
 // FuzzDecodeLocal fuzzes the local-state decoders behind the checksum:
-// arbitrary local states of every kind decode to an error or to a filter
-// whose queries and adaptations do not panic.
+// arbitrary local states of every registered kind, with the kind's
+// parameters or arbitrary ones, decode to an error or to a filter whose
+// queries and adaptations do not panic; an unregistered code is an error.
+// The input's kind byte picks among the registered codes and one that is
+// not (fuzzKindCodes), so every decoder is reached.
 func FuzzDecodeLocal(f *testing.F) {
+	codes := fuzzKindCodes()
 	for _, name := range Names() {
 		block := buildBlock(fixedPolicy(f, name, 3), 100)
 		h, local, err := VerifyBlock(block)
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(uint8(h.Kind), uint64(100), local)
+		i := slices.Index(codes, h.Kind)
+		if i < 0 {
+			f.Fatalf("%s: code %d not registered", name, h.Kind)
+		}
+		f.Add(uint8(i), h.Param1, h.Param2, uint64(100), local)
 	}
-	f.Fuzz(func(t *testing.T, kind uint8, numKeys uint64, local []byte) {
-		h := Header{Version: FormatVersion, Kind: KindCode(kind%8 + 1), Seed: 3, NumKeys: numKeys}
+	f.Fuzz(func(t *testing.T, kind uint8, p1, p2 uint32, numKeys uint64, local []byte) {
+		code := codes[int(kind)%len(codes)]
+		h := Header{Version: FormatVersion, Kind: code, Seed: 3, Param1: p1, Param2: p2, NumKeys: numKeys}
 		fl, err := DecodeLocal(h, local, adaptive.MemRemote(make([]uint64, 256)))
+		if _, registered := KindByCode(code); !registered {
+			require.ErrorIs(t, err, ErrCorruptBlock, "unregistered code %d", code)
+			return
+		}
 		if err != nil {
 			require.ErrorIs(t, err, ErrCorruptBlock)
 			return
@@ -97,4 +111,38 @@ func FuzzDecodeLocal(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fuzzKindCodes is every registered kind's block code, then one code no
+// kind has.
+func fuzzKindCodes() []KindCode {
+	var codes []KindCode
+	for c := range 256 {
+		if _, ok := KindByCode(KindCode(c)); ok {
+			codes = append(codes, KindCode(c))
+		}
+	}
+	for c := 255; ; c-- {
+		if _, ok := KindByCode(KindCode(c)); !ok {
+			return append(codes, KindCode(c))
+		}
+	}
+}
+
+// TestFuzzDecodeLocalReachesEveryKind: the fuzz target's kind byte maps
+// onto every registered code (and one unregistered), and each kind's
+// seed input decodes.
+func TestFuzzDecodeLocalReachesEveryKind(t *testing.T) {
+	codes := fuzzKindCodes()
+	require.Len(t, codes, len(Names())+1)
+	for _, name := range Names() {
+		h, local, err := VerifyBlock(buildBlock(fixedPolicy(t, name, 3), 100))
+		require.NoError(t, err)
+		require.Contains(t, codes, h.Kind, name)
+		h2 := Header{Version: FormatVersion, Kind: h.Kind, Seed: 3, Param1: h.Param1, Param2: h.Param2, NumKeys: 100}
+		_, err = DecodeLocal(h2, local, adaptive.MemRemote(make([]uint64, 256)))
+		require.NoError(t, err, "%s: the seed input decodes", name)
+	}
+	_, err := DecodeLocal(Header{Version: FormatVersion, Kind: codes[len(codes)-1]}, nil, nil)
+	require.ErrorIs(t, err, ErrCorruptBlock)
 }

@@ -3,6 +3,8 @@ package kv
 import (
 	"bufio"
 	"bytes"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -11,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -24,8 +27,11 @@ const (
 	crashEnvRound = "KV_CRASH_ROUND"
 	crashEnvSync  = "KV_CRASH_SYNC"
 	crashEnvNoMap = "KV_CRASH_NOMAP"
+	crashEnvSeed  = "KV_CRASH_SEED"
 	crashWriters  = 4
 )
+
+var flagCrashSeed = flag.Uint64("kv.crashseed", 0, "TestCrashKill: seed of the kill times and the children's reads and reopens (0 = time-based; logged)")
 
 func crashOptions() *Options {
 	return &Options{MemTableSize: 64 << 10, L0CompactionThreshold: 2, TargetFileSize: 32 << 10}
@@ -35,29 +41,47 @@ func crashKey(round, g, i int) []byte { return fmt.Appendf(nil, "r%02d-g%d-%08d"
 func crashPair(k []byte) []byte       { return append(bytes.Clone(k), "-pair"...) }
 func crashValue(k []byte) []byte      { return bytes.Repeat(append(bytes.Clone(k), '/'), 6) }
 
+// crashAbsent is a key never written that sorts right after k, inside the
+// tables' key ranges: Gets of it reach the filters and adapt them.
+func crashAbsent(k []byte, n int) []byte { return fmt.Appendf(bytes.Clone(k), "!%d", n) }
+
 // crashChild writes until it is killed: crashWriters goroutines each write
 // keys 0, 1, 2, ... (every 7th as a batch with a "-pair" key) and print
-// "ack g i" once the write returned.
-func crashChild(dir string, round int, durable, noMap bool) {
+// "ack g i" once the write returned. Meanwhile a reader asks absent keys
+// among the written ones, so the tables' filters adapt (and save their
+// state when they leave the table cache and on Close), and prints the
+// adaptations so far ("adapted n"); and now and then (seeded) the store
+// is closed and opened again between two writes.
+func crashChild(dir string, round int, durable, noMap bool, seed uint64) {
 	opts := crashOptions()
 	opts.DisableWALMapping = noMap
-	db, err := Open(dir, opts)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child open:", err)
-		os.Exit(2)
+	open := func() *DB {
+		db, err := Open(dir, opts)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child open:", err)
+			os.Exit(2)
+		}
+		return db
 	}
+	// dbMu: writers and the reader hold it shared, a reopen exclusively.
+	var dbMu sync.RWMutex
+	db := open()
 	wo := NoSync
 	if durable {
 		wo = Sync
 	}
 	var outMu sync.Mutex
-	var wg sync.WaitGroup
+	say := func(format string, args ...any) {
+		outMu.Lock()
+		fmt.Fprintf(os.Stdout, format, args...)
+		outMu.Unlock()
+	}
+	var written [crashWriters]atomic.Int64
 	for g := 0; g < crashWriters; g++ {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
 			for i := 0; ; i++ {
 				k := crashKey(round, g, i)
+				dbMu.RLock()
 				var err error
 				if i%7 == 0 {
 					b := NewBatch()
@@ -67,17 +91,44 @@ func crashChild(dir string, round int, durable, noMap bool) {
 				} else {
 					err = db.Set(k, crashValue(k), wo)
 				}
+				dbMu.RUnlock()
 				if err != nil {
 					fmt.Fprintln(os.Stderr, "child write:", err)
 					os.Exit(3)
 				}
-				outMu.Lock()
-				fmt.Fprintf(os.Stdout, "ack %d %d\n", g, i)
-				outMu.Unlock()
+				written[g].Store(int64(i + 1))
+				say("ack %d %d\n", g, i)
 			}
 		}()
 	}
-	wg.Wait()
+	rng := rand.New(rand.NewPCG(seed, uint64(round)))
+	var adapted uint64 // over the sessions closed so far
+	for n := 0; ; n++ {
+		dbMu.RLock()
+		for range 200 {
+			g := rng.IntN(crashWriters)
+			if w := written[g].Load(); w > 0 {
+				_, err := db.Get(crashAbsent(crashKey(round, g, rng.IntN(int(w))), n))
+				if !errors.Is(err, ErrNotFound) {
+					fmt.Fprintln(os.Stderr, "child read:", err)
+					os.Exit(4)
+				}
+			}
+		}
+		say("adapted %d\n", adapted+db.Metrics().Adaptations)
+		dbMu.RUnlock()
+		if rng.IntN(4) == 0 {
+			dbMu.Lock()
+			adapted += db.Metrics().Adaptations
+			if err := db.Close(); err != nil {
+				fmt.Fprintln(os.Stderr, "child close:", err)
+				os.Exit(5)
+			}
+			db = open()
+			dbMu.Unlock()
+		}
+		time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
+	}
 }
 
 // TestCrashKill runs a child process that writes (Sync in even rounds,
@@ -86,11 +137,16 @@ func crashChild(dir string, round int, durable, noMap bool) {
 // SIGKILL at a random point; every acknowledged write must survive (NoSync
 // writes reached the OS, and only the process died), each writer's keys
 // must form a prefix (the WAL keeps order), batches must be all-or-nothing,
-// and earlier rounds stay intact.
+// and earlier rounds stay intact. The children also adapt their filters
+// (absent Gets among the written keys; the rounds together must report
+// adaptations) and close and reopen the store now and then, so kills land
+// in state saves and reopens too. The seed of the kill times and the
+// children's choices is logged (-kv.crashseed replays them).
 func TestCrashKill(t *testing.T) {
 	if dir := os.Getenv(crashEnvDir); dir != "" {
 		round, _ := strconv.Atoi(os.Getenv(crashEnvRound))
-		crashChild(dir, round, os.Getenv(crashEnvSync) == "1", os.Getenv(crashEnvNoMap) == "1")
+		seed, _ := strconv.ParseUint(os.Getenv(crashEnvSeed), 10, 64)
+		crashChild(dir, round, os.Getenv(crashEnvSync) == "1", os.Getenv(crashEnvNoMap) == "1", seed)
 		return
 	}
 	rounds := 8
@@ -98,14 +154,21 @@ func TestCrashKill(t *testing.T) {
 		rounds = 4
 	}
 	dir := t.TempDir()
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	seed := *flagCrashSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -kv.crashseed=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
 	survived := make(map[[2]int]int) // (round, writer) -> number of keys present
+	var adapted uint64               // adaptations the children reported, over the rounds
 	for round := 0; round < rounds; round++ {
 		durable, noMap := round%2 == 0, round%4 >= 2
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashKill$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashEnvDir+"="+dir, fmt.Sprintf("%s=%d", crashEnvRound, round),
 			fmt.Sprintf("%s=%d", crashEnvSync, map[bool]int{false: 0, true: 1}[durable]),
-			fmt.Sprintf("%s=%d", crashEnvNoMap, map[bool]int{false: 0, true: 1}[noMap]))
+			fmt.Sprintf("%s=%d", crashEnvNoMap, map[bool]int{false: 0, true: 1}[noMap]),
+			fmt.Sprintf("%s=%d", crashEnvSeed, seed))
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.StdoutPipe()
@@ -116,6 +179,7 @@ func TestCrashKill(t *testing.T) {
 			acked[i] = -1
 		}
 		var ackMu sync.Mutex
+		var roundAdapted uint64
 		firstAck := make(chan struct{})
 		readDone := make(chan struct{})
 		go func() {
@@ -124,6 +188,13 @@ func TestCrashKill(t *testing.T) {
 			once := false
 			for sc.Scan() {
 				var g, i int
+				var a uint64
+				if n, _ := fmt.Sscanf(sc.Text(), "adapted %d", &a); n == 1 {
+					ackMu.Lock()
+					roundAdapted = max(roundAdapted, a)
+					ackMu.Unlock()
+					continue
+				}
 				if n, _ := fmt.Sscanf(sc.Text(), "ack %d %d", &g, &i); n == 2 {
 					ackMu.Lock()
 					acked[g] = max(acked[g], i)
@@ -164,9 +235,12 @@ func TestCrashKill(t *testing.T) {
 			}
 		}
 		m := db.Metrics()
-		t.Logf("round %d (sync=%v, WAL mapping off=%v): %d keys survived, acked %v; levels %v", round, durable, noMap, total, acked, m.Levels)
+		adapted += roundAdapted
+		t.Logf("round %d (sync=%v, WAL mapping off=%v): %d keys survived, acked %v, %d adaptations; levels %v",
+			round, durable, noMap, total, acked, roundAdapted, m.Levels)
 		require.NoError(t, db.Close())
 	}
+	require.Positive(t, adapted, "the children's filters adapted")
 }
 
 // checkWriterPrefix checks the keys of writer g in round: indices 0..n-1

@@ -35,6 +35,9 @@ func (db *DB) openKnownNegatives() {
 		return
 	}
 	db.kn = knownneg.New(db.opts.KnownNegatives, knownneg.DefaultSampling)
+	if db.opts.knownNegSeed != 0 {
+		db.kn.SetSeed(db.opts.knownNegSeed)
+	}
 	if err := db.kn.Load(db.fs, db.fs.PathJoin(db.dir, knownNegFileName)); err != nil {
 		db.knErr = fmt.Errorf("kv: known negatives not loaded (starting empty): %w", err)
 	}

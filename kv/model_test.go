@@ -115,9 +115,16 @@ func runModel(t *testing.T, policy string, seed uint64, nops int) {
 	op, what := 0, ""
 	ctx := func() string { return fmt.Sprintf("policy %s seed %d op %d (%s)", policy, seed, op, what) }
 	const keySpace = 1500
+	// sparseKey is a key of a space too large to be written much: it
+	// sorts right after a key of the dense space ('!' is below every
+	// digit), inside the tables' key ranges, so a Get of it reaches the
+	// tables' filters and their false positives (and adaptations).
+	sparseKey := func() []byte {
+		return fmt.Appendf(nil, "k%05d!%06d", rng.IntN(keySpace), rng.IntN(1_000_000))
+	}
 	randKey := func() []byte {
 		if rng.IntN(20) == 0 {
-			return fmt.Appendf(nil, "absent%06d", rng.IntN(1_000_000)) // never written
+			return sparseKey()
 		}
 		return fmt.Appendf(nil, "k%05d", rng.IntN(keySpace))
 	}
@@ -198,6 +205,9 @@ func runModel(t *testing.T, policy string, seed uint64, nops int) {
 		}
 	}
 	gets := uint64(0)
+	// adaptations sums Metrics().Adaptations over the store's sessions
+	// (the counters start again at each Open).
+	adaptations := uint64(0)
 	for op = 0; op < nops; op++ {
 		r := rng.IntN(1000)
 		switch {
@@ -291,6 +301,7 @@ func runModel(t *testing.T, policy string, seed uint64, nops int) {
 				require.NoError(t, s.s.Close())
 			}
 			snaps = nil
+			adaptations += db.Metrics().Adaptations
 			require.NoError(t, db.Close(), ctx())
 			db = nil
 			db, err = Open("db", opts)
@@ -312,6 +323,7 @@ func runModel(t *testing.T, policy string, seed uint64, nops int) {
 				require.NoError(t, s.s.Close())
 			}
 			snaps = nil
+			adaptations += db.Metrics().Adaptations
 			_ = db.Close() // the old store lives on the old file system
 			fs = crashFS
 			opts.FS = fs
@@ -343,6 +355,12 @@ func runModel(t *testing.T, policy string, seed uint64, nops int) {
 			if lost > 0 {
 				t.Logf("crash at op %d (unsynced kept %d%%): %d unsynced writes lost", op, pct, lost)
 			}
+		case r < 890:
+			what = "get-sparse"
+			for n := 0; n < 50; n++ {
+				get(db.Get, m, sparseKey())
+				gets++
+			}
 		default:
 			what = "get-present"
 			if len(m) > 0 {
@@ -371,8 +389,14 @@ func runModel(t *testing.T, policy string, seed uint64, nops int) {
 	met := db.Metrics()
 	require.Equal(t, gets, met.Gets, ctx())
 	require.LessOrEqual(t, met.FilterNegatives, met.FilterChecks)
-	t.Logf("%d ops: flushes %d (merged %d) compactions %d (intra-L0 %d), probes/get %.3f, fp probes %d, adaptations %d, levels %v",
-		nops, met.Flushes, met.MergedFlushes, met.Compactions, met.IntraL0Compactions, met.ProbesPerGet(), met.FalsePositiveProbes, met.Adaptations, met.Levels)
+	adaptations += met.Adaptations
+	t.Logf("%d ops: flushes %d (merged %d) compactions %d (intra-L0 %d), probes/get %.3f, fp probes %d, adaptations %d (%d in all sessions), levels %v",
+		nops, met.Flushes, met.MergedFlushes, met.Compactions, met.IntraL0Compactions, met.ProbesPerGet(), met.FalsePositiveProbes, met.Adaptations, adaptations, met.Levels)
+	if p, err := filterpolicy.ByName(policy); err == nil && filterpolicy.Adapts(p) {
+		require.Positive(t, adaptations, "an adaptive filter fixed no false positive: %s", ctx())
+	} else {
+		require.Zero(t, adaptations, ctx())
+	}
 	for _, s := range snaps {
 		require.NoError(t, s.s.Close())
 	}

@@ -156,6 +156,9 @@ type Options struct {
 	// defaultIntraL0Ratio, negative turns intra-L0 compactions off (for
 	// tests).
 	intraL0Ratio float64
+	// knownNegSeed, if not 0, makes the known-negative record
+	// deterministic (knownneg.Sketch.SetSeed), for tests.
+	knownNegSeed uint64
 }
 
 // defaultIntraL0Ratio: L0 tables holding less than a quarter of the bytes

@@ -23,7 +23,7 @@ func TestConcurrentGetsWhileAdapting(t *testing.T) {
 	if testing.Short() {
 		n, queries = 10_000, 10_000
 	}
-	for _, name := range []string{"taf", "exaf", "aprefix"} {
+	for _, name := range adaptivePolicies(t) {
 		t.Run(name, func(t *testing.T) {
 			fs := vfs.NewMem()
 			writeTable(t, fs, "t.sst", mustPolicy(t, name, 21), n)

@@ -131,7 +131,7 @@ func TestCorruptStateFile(t *testing.T) {
 	if testing.Short() {
 		n, trials = 2000, 12
 	}
-	for _, name := range []string{"taf", "aprefix"} {
+	for _, name := range adaptivePolicies(t) {
 		t.Run(name, func(t *testing.T) { corruptStateFile(t, name, n, trials) })
 	}
 }

@@ -26,6 +26,20 @@ func mustPolicy(t testing.TB, name string, seed uint64) filterpolicy.Policy {
 	return p
 }
 
+// adaptivePolicies lists every registered policy whose filters adapt
+// (filterpolicy.Adapts), so a test over them covers a kind as soon as it
+// is registered.
+func adaptivePolicies(t testing.TB) []string {
+	var out []string
+	for _, name := range filterpolicy.Names() {
+		if filterpolicy.Adapts(mustPolicy(t, name, 1)) {
+			out = append(out, name)
+		}
+	}
+	require.Contains(t, out, "taf")
+	return out
+}
+
 // writeTable writes n keys (one Set version each) with the given policy.
 func writeTable(t testing.TB, fs vfs.FS, path string, p filterpolicy.Policy, n int) TableInfo {
 	w, err := Create(fs, path, WriterOptions{Policy: p})

@@ -99,7 +99,8 @@ type countSet [ways]atomic.Uint32
 // is dropped, as a sampled-out one is).
 type Sketch struct {
 	sampling Sampling
-	seed     uint64 // of hash; set before use (New, or Decode of an empty sketch)
+	seed     uint64        // of hash; set before use (New, or Decode of an empty sketch)
+	draw     func() uint64 // the sampling's random numbers (rand.Uint64; SetSeed)
 	setMask  uint64
 	tags     []tagSet        // per set
 	counts   []countSet      // per set
@@ -140,10 +141,25 @@ func New(capacity int, sampling Sampling) *Sketch {
 	return &Sketch{
 		sampling: sampling,
 		seed:     rand.Uint64(),
+		draw:     rand.Uint64,
 		setMask:  uint64(sets - 1),
 		tags:     make([]tagSet, sets),
 		counts:   make([]countSet, sets),
 		keys:     make([]string, sets*ways),
+	}
+}
+
+// SetSeed makes a new sketch deterministic, for tests: seed is its hash
+// seed and seeds the sampling's random numbers (one generator behind a
+// lock, so Record serializes on it). Call it before any other method.
+func (s *Sketch) SetSeed(seed uint64) {
+	s.seed = seed
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	s.draw = func() uint64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return rng.Uint64()
 	}
 }
 
@@ -167,7 +183,7 @@ func (s *Sketch) Record(key []byte) {
 	// whether the call is looked at, its high half whether a hit is
 	// counted or a miss taken (exact for rates that are powers of two, as
 	// the defaults are; otherwise off by at most rate/2^32).
-	r := rand.Uint64()
+	r := s.draw()
 	every := s.sampling.Every
 	if every > 1 && uint32(r)%every != 0 {
 		return
