@@ -6,7 +6,7 @@
 // peer (a real pebble.DB with Pebble's bloom filter on every level, read
 // with DB.Get as "pebble" and with SeekPrefixGE on a reused UseL6Filters
 // iterator as "pebble-l6"), runs YCSB workloads read from property files
-// (core A-F plus kvbench's negzipf, mixed, churn, shift and adversary, which
+// (core A-F plus kvbench's negzipf, neguniform, mixed, churn, shift and adversary, which
 // read absent keys; churn and shift insert while they read, and shift
 // changes its hot absent set halfway), and prints per policy and
 // workload: throughput, latency percentiles, filter checks and table probes

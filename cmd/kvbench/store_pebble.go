@@ -155,8 +155,8 @@ func openPebble(cfg StoreConfig, l6 bool) (*pebbleStore, error) {
 // newer than the version a concurrent Get read. A Get that found its key
 // is not counted: Pebble does not say which level answered, so on stored
 // keys this row's probes are the filters' "maybe" answers only. kvbench
-// calls AfterGet after it has timed the Get, so the accounting costs
-// Pebble's reads nothing.
+// calls AfterGet after it has timed the Get and takes its time off the
+// workload's, so the accounting costs Pebble's reads nothing.
 func (s *pebbleStore) AfterGet(key []byte, found bool) error {
 	if s.l6 || found {
 		return nil

@@ -30,8 +30,8 @@ const BuiltinDir = "workloads"
 func BuiltinFS() fs.FS { return builtinFiles }
 
 // BuiltinNames lists the built-in workloads in name order: YCSB's core
-// workloada..workloadf and kvbench's adversary, churn, mixed, negzipf and
-// shift.
+// workloada..workloadf and kvbench's adversary, churn, mixed, negzipf,
+// neguniform and shift.
 func BuiltinNames() []string {
 	entries, err := builtinFiles.ReadDir(BuiltinDir)
 	if err != nil { // cannot happen: the directory is embedded

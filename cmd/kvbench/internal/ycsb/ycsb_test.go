@@ -306,7 +306,7 @@ func TestStreamMix(t *testing.T) {
 const testdataWorkloads = "../../../../testdata/workloads"
 
 func TestShippedWorkloadFilesParse(t *testing.T) {
-	want := []string{"adversary", "churn", "mixed", "negzipf", "shift", "workloada", "workloadb", "workloadc", "workloadd", "workloade", "workloadf"}
+	want := []string{"adversary", "churn", "mixed", "neguniform", "negzipf", "shift", "workloada", "workloadb", "workloadc", "workloadd", "workloade", "workloadf"}
 	require.Equal(t, want, BuiltinNames())
 	for _, name := range want {
 		w, err := ParseFile(filepath.Join(testdataWorkloads, name))
@@ -318,6 +318,11 @@ func TestShippedWorkloadFilesParse(t *testing.T) {
 		require.NoError(t, err, name)
 		require.Equal(t, w, b, "%s: built-in parses like the testdata file", name)
 	}
+	// neguniform's absent keys hardly repeat: a universe 50x the records.
+	w, err := Builtin("neguniform")
+	require.NoError(t, err)
+	require.Equal(t, DistUniform, w.NegativeDistribution)
+	require.Equal(t, 50*w.RecordCount, w.NegativeUniverseSize(w.RecordCount))
 	c, err := Builtin("c")
 	require.NoError(t, err)
 	require.Equal(t, "workloadc", c.Name)
