@@ -92,11 +92,10 @@ func (quietLogger) Fatalf(format string, args ...interface{}) {
 }
 
 // pebbleOptions are a Pebble peer's options for cfg, with filter f on
-// every level and cache as its block cache.
-// The options that mean the same in both engines are the adaptkv
-// store's (StoreConfig; a zero field leaves Pebble's default); the rest
-// are Pebble's defaults (EnsureDefaults), which the run header lists
-// where they differ.
+// every level and cache as its block cache. The options that mean the
+// same in both engines are the adaptkv store's (StoreConfig; a zero field
+// leaves Pebble's default); the rest are Pebble's defaults
+// (EnsureDefaults), which the run header lists where they differ.
 func pebbleOptions(cfg StoreConfig, f pebble.FilterPolicy, cache *pebble.Cache) *pebble.Options {
 	opts := &pebble.Options{
 		Cache:                 cache,
@@ -129,6 +128,7 @@ func openPebble(cfg StoreConfig, l6 bool) (*pebbleStore, error) {
 	cache := pebble.NewCache(cfg.BlockCacheSize)
 	defer cache.Unref()
 	s := &pebbleStore{filter: f, l6: l6, pool: make(chan pooledIter, 64)}
+	s.l6Ranges.Store(&[]keyRange{}) // read while the first load runs
 	s.l6Stale.Store(true)
 	opts := pebbleOptions(cfg, f, cache)
 	stale := func() { s.l6Stale.Store(true) }
