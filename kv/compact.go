@@ -324,7 +324,7 @@ func (db *DB) compactionInputs(plan *compaction.Plan) ([]base.Iterator, error) {
 }
 
 func (db *DB) newCompactionIter(fn uint64) (base.Iterator, error) {
-	r, err := sstable.Open(db.fs, db.fs.PathJoin(db.dir, tableFileName(fn)), sstable.ReaderOptions{FileNum: fn, SkipFilter: true, Sequential: true})
+	r, err := sstable.Open(db.compactFS, db.fs.PathJoin(db.dir, tableFileName(fn)), sstable.ReaderOptions{FileNum: fn, SkipFilter: true, Sequential: true})
 	if err != nil {
 		return nil, fmt.Errorf("kv: open table %s: %w", tableFileName(fn), err)
 	}

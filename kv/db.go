@@ -14,6 +14,7 @@ import (
 	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/filterpolicy"
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/directio"
 	"github.com/adaptkv/adaptkv/kv/internal/knownneg"
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
 	"github.com/adaptkv/adaptkv/kv/internal/striped"
@@ -52,6 +53,11 @@ type DB struct {
 	policy filterpolicy.Policy
 	lock   io.Closer
 	tc     *tableCache
+
+	// readFS and compactFS read tables (Options.DirectReads): readFS for
+	// the table cache (Gets, iterators, filter fixes; its reads are
+	// Metrics.TableReads), compactFS for compaction inputs.
+	readFS, compactFS *directio.FS
 
 	closed      atomic.Bool
 	lastSeq     atomic.Uint64 // last sequence number applied to the memtable (visible)
@@ -201,6 +207,23 @@ type memEntry struct {
 	flushed bool // under db.mu
 }
 
+// openTableFS sets up the file systems tables are read through, checking
+// with DirectReads that the store's directory takes O_DIRECT.
+func (db *DB) openTableFS() error {
+	direct := db.opts.DirectReads
+	if direct {
+		if err := directio.Check(db.fs.PathJoin(db.dir, lockFileName)); err != nil {
+			return fmt.Errorf("%w: DirectReads: %w", ErrInvalidOptions, err)
+		}
+	}
+	var err error
+	if db.readFS, err = directio.New(db.fs, direct, nil); err != nil {
+		return fmt.Errorf("%w: DirectReads: %w", ErrInvalidOptions, err)
+	}
+	db.compactFS, err = directio.New(db.fs, direct, nil)
+	return err
+}
+
 // Open opens (creating it if needed, unless ReadOnly) the store in dir.
 // Recovery replays the WALs into memtables of Options.MemTableSize and
 // flushes each to an L0 table; see the package doc for the durability and
@@ -245,6 +268,10 @@ func Open(dir string, opts *Options) (*DB, error) {
 		// MemTableSize, in the last chunk's spare room or a new one).
 		memRecycler: memtable.NewRecycler(o.MemTableSize, o.MemTableSize+2*memtable.ChunkSize(o.MemTableSize)),
 	}
+	if err := db.openTableFS(); err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
 	db.refs.count = make(map[uint64]int)
 	db.mu.snapshots = make(map[*Snapshot]struct{})
 	db.mu.liveRS = make(map[*readState]struct{})
@@ -260,7 +287,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	db.deletion.done = make(chan struct{})
 	go db.deleteLoop()
 	// The table cache owns the block cache's reference (see tableCache).
-	db.tc = newTableCache(fs, dir, pebble.NewCache(o.BlockCacheSize), o.MaxOpenFiles, o.ReadOnly)
+	db.tc = newTableCache(db.readFS, dir, pebble.NewCache(o.BlockCacheSize), o.MaxOpenFiles, o.ReadOnly)
 	db.openKnownNegatives() // before recovery: its flush uses them
 	if err := db.recover(); err != nil {
 		// Close what recovery opened (the files it created stay: the next

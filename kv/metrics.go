@@ -70,6 +70,14 @@ type Metrics struct {
 	// iterator still reads is not counted.
 	MemTables     int
 	MemTableBytes uint64
+	// TableReads counts the reads of table files for Gets, iterators and
+	// filter fixes (what the block cache missed), TableReadBytes the bytes
+	// they read: device reads with Options.DirectReads (the aligned spans
+	// around what was asked), page-cache reads otherwise. Compaction
+	// inputs are counted apart, in CompactionReads and
+	// CompactionReadBytes.
+	TableReads, TableReadBytes           uint64
+	CompactionReads, CompactionReadBytes uint64
 	// Flushes counts memtables flushed to L0; MergedFlushes the flushes
 	// that wrote several memtables together (Options.MergeFlushL0Depth).
 	Flushes, MergedFlushes uint64
@@ -185,6 +193,12 @@ func (db *DB) Metrics() Metrics {
 		m.MemTableBytes += uint64(e.mt.ArenaBytes())
 	}
 	db.mu.Unlock()
+	if db.readFS != nil {
+		st := db.readFS.Stats()
+		m.TableReads, m.TableReadBytes = st.Reads.Load(), st.Bytes.Load()
+		st = db.compactFS.Stats()
+		m.CompactionReads, m.CompactionReadBytes = st.Reads.Load(), st.Bytes.Load()
+	}
 	m.WriteStalls = db.writeStalls.Load()
 	m.WriteStallTime = time.Duration(db.writeStallNanos.Load())
 	m.FlushTime = time.Duration(db.flushNanos.Load())

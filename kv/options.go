@@ -142,6 +142,15 @@ type Options struct {
 	// target whose tables are not busy), e.g. L0 into the base level while
 	// the base level compacts into the next. Default 2.
 	MaxConcurrentCompactions int
+	// DirectReads reads tables around the operating system's page cache
+	// (O_DIRECT, RocksDB's use_direct_reads): Gets, iterators, filter
+	// fixes and compaction inputs read the device, and the block cache is
+	// the only cache, as on storage colder than memory. Writes are not
+	// affected. It needs Linux and the operating system's file system (FS
+	// nil or vfs.Default) on a file system with O_DIRECT; elsewhere Open
+	// fails with an error wrapping ErrInvalidOptions. Metrics.TableReads
+	// counts the reads either way.
+	DirectReads bool
 	// KnownNegatives bounds the absent keys the store remembers (the keys
 	// Get most often found absent after consulting a table, kept by a
 	// heavy-hitter sketch with aging, about 40 bytes each with 16-byte
@@ -226,6 +235,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: KnownNegatives %d > %d", ErrInvalidOptions, r.KnownNegatives, MaxKnownNegatives)
 	case !r.TableFormat.Valid():
 		return fmt.Errorf("%w: TableFormat %v", ErrInvalidOptions, r.TableFormat)
+	case r.DirectReads && r.FS != nil && r.FS != vfs.Default:
+		return fmt.Errorf("%w: DirectReads needs the operating system's file system (FS nil or vfs.Default)", ErrInvalidOptions)
 	}
 	// The check sstable.Create makes when it writes a table with the
 	// policy: made here, a policy that cannot write tables fails Open

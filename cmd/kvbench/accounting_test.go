@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/adaptkv/adaptkv/cmd/kvbench/internal/ycsb"
+	"github.com/adaptkv/adaptkv/internal/directio"
 	"github.com/adaptkv/adaptkv/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
@@ -313,4 +314,37 @@ func TestMemoryColumns(t *testing.T) {
 		}
 	}
 	require.Contains(t, table, "memtbl MiB")
+}
+
+// TestDirectReadColumns: every real store counts the reads of its table
+// files, through the page cache by default and with -direct around it
+// (whole aligned blocks; Linux), and the header says which.
+func TestDirectReadColumns(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		args := []string{"-policies", "taf,pebble,fake", "-workloads", "negzipf", "-records", "5000", "-ops", "3000",
+			"-calibrate", "300", "-memtable-size", "65536", "-target-file-size", "65536"}
+		if direct {
+			args = append(args, "-direct")
+		}
+		_, results, table := runJSON(t, args...)
+		require.Len(t, results, 3)
+		for _, r := range results {
+			checkConsistent(t, r)
+			if r.Policy == "fake" {
+				require.Nil(t, r.TableReads, "the fake has no files")
+				continue
+			}
+			require.NotNil(t, r.TableReads, r.Policy)
+			require.NotNil(t, r.TableKiBPerGet, r.Policy)
+			if direct {
+				require.Zero(t, *r.TableReadBytes%directio.Align, "%s: whole blocks", r.Policy)
+			}
+		}
+		require.Contains(t, table, "reads/1k gets")
+		if direct {
+			require.Contains(t, table, "table reads O_DIRECT")
+		} else {
+			require.Contains(t, table, "table reads through the page cache")
+		}
+	}
 }

@@ -25,7 +25,7 @@ func defaultConfig(o options, format sstable.Format) StoreConfig {
 		BlockCacheSize: defaultCache, MaxImmutableMemTables: d.MaxImmutableMemTables,
 		L0StopWrites: d.L0StopWritesThreshold, Compactions: d.MaxConcurrentCompactions,
 		MaxOpenFiles: d.MaxOpenFiles, KnownNegatives: o.knownNeg, TableFormat: format,
-		PeerMemTableSize: o.peerMemTable,
+		PeerMemTableSize: o.peerMemTable, DirectReads: o.direct,
 	}
 }
 
@@ -65,6 +65,7 @@ func configRows(cfg StoreConfig) []configRow {
 		{"data block size", "4 KiB", kib(p.Levels[0].BlockSize)},
 		{"compression", "snappy", strings.ToLower(p.Levels[0].Compression().Name)},
 		{"block cache", mib(k.BlockCacheSize), mib(cfg.BlockCacheSize)},
+		{"table reads", tableReads(k.DirectReads), tableReads(cfg.DirectReads)},
 		{"open tables", fmt.Sprint(k.MaxOpenFiles), fmt.Sprint(p.MaxOpenFiles)},
 		{"L0 file threshold", fmt.Sprint(k.L0CompactionFileThreshold), fmt.Sprint(p.L0CompactionFileThreshold)},
 		{"flush split", kib(k.FlushSplitBytes) + " at base-level table bounds", kib(p.FlushSplitBytes) + " per L0 sublevel interval"},
@@ -72,6 +73,13 @@ func configRows(cfg StoreConfig) []configRow {
 		{"table format", kvFormat, "row " + p.FormatMajorVersion.MaxTableFormat().String()},
 		{"NoSync write returns once", nosync, "in the WAL buffer"},
 	}
+}
+
+func tableReads(direct bool) string {
+	if direct {
+		return "O_DIRECT"
+	}
+	return "through the page cache"
 }
 
 // printConfig writes the run header: the options both engines run with,

@@ -90,6 +90,10 @@ func checkConsistent(t *testing.T, r *Result) {
 	if r.FPLowerBound != nil {
 		require.GreaterOrEqual(t, *r.FPLowerBound, 0.0, id)
 	}
+	if r.TableReads != nil && r.Gets > 0 {
+		require.InDelta(t, float64(*r.TableReads)*1000/float64(r.Gets), *r.TableReadsPer1kGets, 1e-9, id)
+		require.LessOrEqual(t, *r.TableReads, *r.TableReadBytes, "%s: a read reads a byte at least", id)
+	}
 	require.GreaterOrEqual(t, r.Eps, 0.0, id)
 	require.LessOrEqual(t, r.Eps, 1.0, id)
 }

@@ -57,7 +57,7 @@ func printTable(w io.Writer, results []*Result) {
 		if r0.Runs > 1 {
 			hdr += "FP/1k min-max\t"
 		}
-		hdr += "FP/1k checks\tblocks/get\tbits/key\tfilter MiB\tadapt\trebuild\tFP probes\tFP bound\tFP/bound\tWA\tmemtbl MiB\tRSS MiB\t"
+		hdr += "FP/1k checks\tblocks/get\treads/1k gets\tKiB/get\tbits/key\tfilter MiB\tadapt\trebuild\tFP probes\tFP bound\tFP/bound\tWA\tmemtbl MiB\tRSS MiB\t"
 		if r0.Adversary != nil {
 			hdr += "final-round FP rate\tQ per round\t"
 		}
@@ -80,8 +80,9 @@ func printTable(w io.Writer, results []*Result) {
 			if r0.Runs > 1 {
 				line += fmtRange(r.FPPer1kGetsRange, 2) + "\t"
 			}
-			line += fmt.Sprintf("%s\t%s\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t",
+			line += fmt.Sprintf("%s\t%s\t%s\t%s\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t",
 				fmtOpt(r.FPProbesPer1kChecks, 2), fmtOpt(r.DataBlockReadsPer, 3),
+				fmtOpt(r.TableReadsPer1kGets, 1), fmtOpt(r.TableKiBPerGet, 2),
 				r.FilterBitsPerKey, float64(r.FilterMemoryBytes)/(1<<20),
 				fmtOptU(r.Adaptations), fmtOptU(r.Rebuilds), fmtOptU(r.FalsePositiveProbes), bound, ratio,
 				fmtOpt(r.WriteAmp, 2), float64(r.MemTablePeakBytes)/(1<<20), fmtMiB(r.RSSPeakBytes))
@@ -134,7 +135,10 @@ pebble's unfiltered L6 probes) = read amplification.
 FP: false-positive probes (a probe that found nothing); FP/1k checks is the
 rate per table considered (filter checks and unfiltered probes), comparable
 across tree shapes; blocks/get: data blocks read
-from table files (block-cache misses) per Get; bits/key: filter bits in
+from table files (block-cache misses) per Get; reads/1k gets and KiB/get:
+reads of table files and the KiB they read (device reads with -direct;
+compaction inputs included, as Pebble reads them through the same files)
+per 1k Gets and per Get; bits/key: filter bits in
 memory per table entry; adapt: false positives fixed by adaptive filters;
 rebuild: filter block rebuilds; WA: table bytes flushes and compactions
 wrote during the workload per byte flushed (n/a: nothing flushed);

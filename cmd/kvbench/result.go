@@ -56,6 +56,12 @@ type Result struct {
 	FPProbesPer1kGets   *float64 `json:"fp_probes_per_1k_gets"`
 	FPProbesPer1kChecks *float64 `json:"fp_probes_per_1k_checks"` // per table considered (filter checks and unfiltered probes): comparable across tree shapes
 	DataBlockReadsPer   *float64 `json:"data_block_reads_per_get"`
+	// Reads of table files (device reads with -direct), Gets' and
+	// compactions' alike, and the bytes they read.
+	TableReads          *uint64  `json:"table_reads"`
+	TableReadBytes      *uint64  `json:"table_read_bytes"`
+	TableReadsPer1kGets *float64 `json:"table_reads_per_1k_gets"`
+	TableKiBPerGet      *float64 `json:"table_kib_per_get"`
 
 	// The run's lower bound: an ideal adaptive filter with the same
 	// first-time false-positive rate eps pays each unique (key, table) pair

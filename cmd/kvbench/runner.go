@@ -431,6 +431,9 @@ func fillCounters(res *Result, d Counters, cal calibration) {
 	if d.Known.DataBlockReads {
 		res.DataBlockReads = u64p(d.DataBlockReads)
 	}
+	if d.Known.TableReads {
+		res.TableReads, res.TableReadBytes = u64p(d.TableReads), u64p(d.TableReadBytes)
+	}
 	if d.Known.Adaptive {
 		res.Adaptations = u64p(d.Adaptations)
 		res.Rebuilds = u64p(d.Rebuilds)
@@ -458,6 +461,10 @@ func fillCounters(res *Result, d Counters, cal calibration) {
 		}
 		if res.DataBlockReads != nil {
 			res.DataBlockReadsPer = f64p(float64(*res.DataBlockReads) / g)
+		}
+		if res.TableReads != nil {
+			res.TableReadsPer1kGets = f64p(float64(*res.TableReads) * 1000 / g)
+			res.TableKiBPerGet = f64p(float64(*res.TableReadBytes) / 1024 / g)
 		}
 	}
 	res.Eps = cal.eps

@@ -57,6 +57,11 @@ type Counters struct {
 	Files              [7]int // tables per level
 	// MemTableBytes is the memory the store's memtables hold now (a gauge).
 	MemTableBytes uint64
+	// TableReads and TableReadBytes count the reads of table files (Gets,
+	// filter fixes and compaction inputs alike: Pebble reads compaction
+	// inputs through the same files) and the bytes they read: device
+	// reads with DirectReads.
+	TableReads, TableReadBytes uint64
 	// BytesFlushed and BytesCompacted are the table bytes flushes and
 	// compactions wrote (write amplification is their sum over the first).
 	BytesFlushed, BytesCompacted uint64
@@ -77,6 +82,9 @@ type Known struct {
 	// DataBlockReads, Adaptive (adaptations, rebuilds, remote reads).
 	DataBlockReads bool
 	Adaptive       bool
+	// TableReads: reads of table files are counted (TableReads,
+	// TableReadBytes).
+	TableReads bool
 }
 
 // Maybes returns the table probes the filters allowed ("maybe" answers)
@@ -102,6 +110,8 @@ func (c Counters) Sub(before Counters) Counters {
 	d.RemoteReads -= before.RemoteReads
 	d.BytesFlushed -= before.BytesFlushed
 	d.BytesCompacted -= before.BytesCompacted
+	d.TableReads -= before.TableReads
+	d.TableReadBytes -= before.TableReadBytes
 	return d
 }
 
@@ -140,6 +150,9 @@ type StoreConfig struct {
 	// PeerMemTableSize is the Pebble peers' memtable size (0:
 	// MemTableSize); their level sizes follow BaseLevelBytes either way.
 	PeerMemTableSize int
+	// DirectReads reads every store's tables around the page cache
+	// (kv.Options.DirectReads; the Pebble peers through a directio.FS).
+	DirectReads bool
 }
 
 // ErrUnknownStore is returned for a policy name no store implements.

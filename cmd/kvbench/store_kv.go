@@ -33,6 +33,7 @@ func kvOptions(name string, cfg StoreConfig) *kv.Options {
 		TargetFileSize:           cfg.TargetFileSize,
 		KnownNegatives:           cfg.KnownNegatives,
 		TableFormat:              cfg.TableFormat,
+		DirectReads:              cfg.DirectReads,
 	}
 	if name == "bloom" {
 		opts.Filter = filterpolicy.NewBloom(cfg.BitsPerKey)
@@ -115,7 +116,9 @@ func (s *kvStore) Metrics() (Counters, error) {
 		BytesFlushed:        m.BytesFlushed,
 		BytesCompacted:      m.BytesCompacted,
 		MemTableBytes:       m.MemTableBytes,
-		Known:               Known{Gets: true, ProbeSplit: true, DataBlockReads: true, Adaptive: true},
+		TableReads:          m.TableReads + m.CompactionReads,
+		TableReadBytes:      m.TableReadBytes + m.CompactionReadBytes,
+		Known:               Known{Gets: true, ProbeSplit: true, DataBlockReads: true, Adaptive: true, TableReads: true},
 	}
 	for i := range c.Files {
 		c.Files[i] = m.Levels[i].NumFiles

@@ -11,8 +11,11 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/adaptkv/adaptkv/internal/directio"
+
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // The Pebble peers: one pebble.DB, read the two ways a Pebble user would.
@@ -73,6 +76,7 @@ type pebbleStore struct {
 	l6Mu       sync.Mutex
 	l6Ranges   atomic.Pointer[[]keyRange]
 	unfiltered atomic.Uint64 // DB.Get's L6 probes
+	reads      *directio.Stats
 }
 
 // keyRange is a table's smallest and largest user key.
@@ -131,6 +135,11 @@ func openPebble(cfg StoreConfig, l6 bool) (*pebbleStore, error) {
 	s.l6Ranges.Store(&[]keyRange{}) // read while the first load runs
 	s.l6Stale.Store(true)
 	opts := pebbleOptions(cfg, f, cache)
+	fs, err := directio.New(vfs.Default, cfg.DirectReads, nil)
+	if err != nil {
+		return nil, fmt.Errorf("pebble peer: %w", err)
+	}
+	opts.FS, s.reads = fs, fs.Stats()
 	stale := func() { s.l6Stale.Store(true) }
 	opts.EventListener = &pebble.EventListener{
 		FlushEnd:      func(pebble.FlushInfo) { stale() },
@@ -323,10 +332,11 @@ func (s *pebbleStore) Metrics() (Counters, error) {
 		FilterNegatives:     neg,
 		FalsePositiveProbes: checks - neg + unfiltered, // probes; see Known.ProbeSplit
 		UnfilteredProbes:    unfiltered,
-		Known:               Known{Gets: true},
+		Known:               Known{Gets: true, TableReads: true},
 	}
 	m := s.db.Metrics()
 	c.MemTableBytes = m.MemTable.Size
+	c.TableReads, c.TableReadBytes = s.reads.Reads.Load(), s.reads.Bytes.Load()
 	for l := range m.Levels {
 		c.BytesFlushed += m.Levels[l].TableBytesFlushed
 		c.BytesCompacted += m.Levels[l].TableBytesCompacted
