@@ -289,6 +289,9 @@ func Open(dir string, opts *Options) (*DB, error) {
 	// The table cache owns the block cache's reference (see tableCache).
 	db.tc = newTableCache(db.readFS, dir, pebble.NewCache(o.BlockCacheSize), o.MaxOpenFiles, o.ReadOnly)
 	db.openKnownNegatives() // before recovery: its flush uses them
+	if o.FixRule == FixRepeated && db.kn != nil {
+		db.tc.fixGate = db.fixNow // before any table is opened
+	}
 	if err := db.recover(); err != nil {
 		// Close what recovery opened (the files it created stay: the next
 		// Open deletes what no manifest refers to).

@@ -59,6 +59,11 @@ func (db *DB) saveKnownNegatives() error {
 // none). The store works without them: it starts with an empty record.
 func (db *DB) KnownNegativesError() error { return db.knErr }
 
+// fixNow is the table cache's sstable.ReaderOptions.FixFalsePositive
+// under FixRepeated: fix a false positive only if the known-negative
+// record holds its key (asked before).
+func (db *DB) fixNow(key []byte) bool { return db.kn.Contains(key) }
+
 // recordAbsent notes a Get that consulted at least one table and found
 // key absent.
 func (db *DB) recordAbsent(key []byte) {

@@ -45,6 +45,16 @@ func knFill(t *testing.T, db *DB, from, to int) {
 	require.NoError(t, db.Apply(b, NoSync))
 }
 
+// knStore opens a store with o and fills it with keys 0..present-1,
+// compacted.
+func knStore(t *testing.T, o *Options, present int) *DB {
+	db, err := Open("db", o)
+	require.NoError(t, err)
+	knFill(t, db, 0, present)
+	require.NoError(t, db.Compact(nil, nil))
+	return db
+}
+
 // askAbsent asks every absent key once and returns the false-positive
 // probes it cost.
 func askAbsent(t *testing.T, db *DB, absent int) uint64 {
@@ -78,11 +88,8 @@ func TestFixesSurviveCompaction(t *testing.T) {
 				if !record {
 					o.KnownNegatives = -1
 				}
-				db, err := Open("db", o)
-				require.NoError(t, err)
+				db := knStore(t, o, present)
 				defer db.Close()
-				knFill(t, db, 0, present)
-				require.NoError(t, db.Compact(nil, nil))
 				first := askAbsent(t, db, absent)
 				for r := 1; r < rounds; r++ {
 					askAbsent(t, db, absent)
@@ -248,4 +255,37 @@ func concurrentKnownNegatives(t *testing.T, policy string) {
 		_, err := db.Get(knKey(2 * i))
 		require.NoError(t, err)
 	}
+}
+
+// TestFixRepeated: under FixRule FixRepeated a false positive is fixed
+// only once the known-negative record holds its key: keys asked once cost
+// their probes and no fix; asked again and again they are fixed (at the
+// second sight or a later one: the record samples), and stored keys are
+// all found. With the record off the rule is FixEvery.
+func TestFixRepeated(t *testing.T) {
+	const present, absent = 100_000, 20_000
+	db := knStore(t, &Options{FS: vfs.NewMem(), Filter: seededPolicy(t, "taf", 3), FixRule: FixRepeated, knownNegSeed: 3}, present)
+	defer db.Close()
+	first := askAbsent(t, db, absent)
+	m := db.Metrics()
+	require.Greater(t, first, uint64(20))
+	require.Zero(t, m.Adaptations, "first sight: nothing known, nothing fixed")
+	require.Equal(t, first, m.FixesDeferred)
+	for range 6 {
+		askAbsent(t, db, absent)
+	}
+	require.LessOrEqual(t, askAbsent(t, db, absent), first/20, "asked 8 times: fixed")
+	require.Positive(t, db.Metrics().Adaptations)
+	for i := 0; i < present; i += 3 {
+		_, err := db.Get(knKey(2 * i))
+		require.NoError(t, err)
+	}
+
+	db2 := knStore(t, &Options{FS: vfs.NewMem(), Filter: seededPolicy(t, "taf", 3), FixRule: FixRepeated, KnownNegatives: -1}, present)
+	defer db2.Close()
+	askAbsent(t, db2, absent)
+	require.Zero(t, db2.Metrics().FixesDeferred, "no record: every false positive fixed")
+	require.Positive(t, db2.Metrics().Adaptations)
+
+	require.ErrorIs(t, (&Options{FixRule: 9}).Validate(), ErrInvalidOptions)
 }

@@ -51,6 +51,9 @@ type Metrics struct {
 	PreAdaptations uint64
 	// PreAdaptChecks counts the known negatives queried in new tables.
 	PreAdaptChecks uint64
+	// FixesDeferred counts false positives left unfixed by FixRule (the
+	// key was not known to come back).
+	FixesDeferred uint64
 	// KnownNegatives is the number of absent keys the store remembers
 	// (see Options.KnownNegatives); KnownNegativeBytes estimates their
 	// memory.
@@ -176,6 +179,7 @@ func (db *DB) Metrics() Metrics {
 	m.RemoteReads = sum.RemoteReads
 	m.PreAdaptations = sum.PreAdaptations
 	m.PreAdaptChecks = sum.PreAdaptChecks
+	m.FixesDeferred = sum.FixesDeferred
 	if db.kn != nil {
 		m.KnownNegatives = db.kn.Len()
 		m.KnownNegativeBytes = db.kn.SizeBytes()

@@ -142,6 +142,15 @@ type Options struct {
 	// target whose tables are not busy), e.g. L0 into the base level while
 	// the base level compacts into the next. Default 2.
 	MaxConcurrentCompactions int
+	// FixRule says which false positives an adaptive filter fixes at once
+	// (a fix reads the table's remote section: on cold storage a device
+	// read). FixEvery (the default): every one, the adaptive filters'
+	// guarantee that a repeated key is a false positive once per table.
+	// FixRepeated: only a key the known-negative record holds (it was
+	// asked before and sampled, see KnownNegatives), so a key asked once
+	// costs its probe and no remote read, and a repeated key is fixed at
+	// its second or a later sight; with the record off it is FixEvery.
+	FixRule FixRule
 	// DirectReads reads tables around the operating system's page cache
 	// (O_DIRECT, RocksDB's use_direct_reads): Gets, iterators, filter
 	// fixes and compaction inputs read the device, and the block cache is
@@ -169,6 +178,17 @@ type Options struct {
 	// deterministic (knownneg.Sketch.SetSeed), for tests.
 	knownNegSeed uint64
 }
+
+// FixRule is Options.FixRule.
+type FixRule uint8
+
+const (
+	// FixEvery fixes every false positive at once (the default).
+	FixEvery FixRule = iota
+	// FixRepeated fixes the false positives of keys the known-negative
+	// record holds.
+	FixRepeated
+)
 
 // defaultIntraL0Ratio: L0 tables holding less than a quarter of the bytes
 // of the base-level tables under them are merged within L0 instead of into
@@ -235,6 +255,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: KnownNegatives %d > %d", ErrInvalidOptions, r.KnownNegatives, MaxKnownNegatives)
 	case !r.TableFormat.Valid():
 		return fmt.Errorf("%w: TableFormat %v", ErrInvalidOptions, r.TableFormat)
+	case r.FixRule > FixRepeated:
+		return fmt.Errorf("%w: FixRule %d", ErrInvalidOptions, r.FixRule)
 	case r.DirectReads && r.FS != nil && r.FS != vfs.Default:
 		return fmt.Errorf("%w: DirectReads needs the operating system's file system (FS nil or vfs.Default)", ErrInvalidOptions)
 	}

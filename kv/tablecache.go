@@ -37,6 +37,7 @@ type tableCache struct {
 	cache    *pebble.Cache
 	max      int
 	readOnly bool
+	fixGate  func(key []byte) bool // sstable.ReaderOptions.FixFalsePositive; set before use
 
 	// snap is a copy of m for lock-free lookups.
 	snap atomic.Pointer[map[uint64]*tcEntry]
@@ -172,7 +173,7 @@ func (tc *tableCache) getSlow(fn uint64) (tcHandle, error) {
 	// spares each lookup the reader's own in-flight registration.
 	ro := sstable.ReaderOptions{Cache: tc.cache, FileNum: fn,
 		StatePath: tc.fs.PathJoin(tc.dir, stateFileName(fn)), StateReadOnly: tc.readOnly,
-		ClosedByOwner: true}
+		ClosedByOwner: true, FixFalsePositive: tc.fixGate}
 	r, err := sstable.Open(tc.fs, tc.fs.PathJoin(tc.dir, tableFileName(fn)), ro)
 	if err != nil {
 		err = fmt.Errorf("kv: open table %s: %w", tableFileName(fn), err)
@@ -364,4 +365,5 @@ func addMetrics(dst *sstable.Metrics, m sstable.Metrics) {
 	dst.RemoteReads += m.RemoteReads
 	dst.PreAdaptations += m.PreAdaptations
 	dst.PreAdaptChecks += m.PreAdaptChecks
+	dst.FixesDeferred += m.FixesDeferred
 }

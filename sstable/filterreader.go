@@ -26,6 +26,7 @@ type tableFilter struct {
 	statePath     string
 	stateReadOnly bool
 	tableSize     uint64
+	fixGate       func(key []byte) bool // ReaderOptions.FixFalsePositive
 
 	filter    filterpolicy.Filter         // nil: no filter
 	adaptive  filterpolicy.AdaptiveFilter // nil: static or no filter
@@ -41,6 +42,7 @@ type tableFilter struct {
 	preAdaptations atomic.Uint64 // see Reader.PreAdapt
 	preAdaptChecks atomic.Uint64
 	adaptErrors    atomic.Uint64
+	fixesDeferred  atomic.Uint64
 	lastAdaptErr   atomic.Pointer[error]
 	savedAdapt     atomic.Uint64
 	saveMu         sync.Mutex
@@ -135,6 +137,7 @@ func (t *tableFilter) load(file vfs.File, filters []psst.NamedBlockHandle) error
 func (t *tableFilter) metrics(m *Metrics) {
 	m.Adaptations = t.adaptations.Load()
 	m.AdaptErrors = t.adaptErrors.Load()
+	m.FixesDeferred = t.fixesDeferred.Load()
 	m.PreAdaptations = t.preAdaptations.Load()
 	m.PreAdaptChecks = t.preAdaptChecks.Load()
 	if t.filter != nil {
@@ -154,6 +157,10 @@ func (t *tableFilter) metrics(m *Metrics) {
 // lookup's answer stays right).
 func (t *tableFilter) falsePositive(key []byte) {
 	if t.adaptive == nil {
+		return
+	}
+	if t.fixGate != nil && !t.fixGate(key) {
+		t.fixesDeferred.Add(1)
 		return
 	}
 	if err := t.adaptive.Adapt(key); err != nil {

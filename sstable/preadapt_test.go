@@ -83,3 +83,42 @@ func preAdapt(t *testing.T, name string) {
 		require.True(t, found)
 	}
 }
+
+// TestFixFalsePositiveGate: with ReaderOptions.FixFalsePositive an
+// adaptive filter fixes only the false positives the gate lets through;
+// the others are counted as deferred and cost their probe again.
+func TestFixFalsePositiveGate(t *testing.T) {
+	const n, absent = 20_000, 20_000
+	fs := vfs.NewMem()
+	writeTable(t, fs, "t.sst", mustPolicy(t, "taf", 12), n)
+	allow := map[string]bool{}
+	r, err := Open(fs, "t.sst", ReaderOptions{FixFalsePositive: func(key []byte) bool { return allow[string(key)] }})
+	require.NoError(t, err)
+	defer r.Close()
+	ask := func() (fp uint64) {
+		before := r.Metrics().FalsePositiveProbes
+		for i := 0; i < absent; i++ {
+			_, found, err := r.Get(absentKey(i))
+			require.NoError(t, err)
+			require.False(t, found)
+		}
+		return r.Metrics().FalsePositiveProbes - before
+	}
+	first := ask()
+	require.Greater(t, first, uint64(20), "a fresh taf has ~0.4% false positives")
+	m := r.Metrics()
+	require.Zero(t, m.Adaptations)
+	require.Equal(t, first, m.FixesDeferred)
+	require.Equal(t, first, ask(), "unfixed: the same false positives again")
+	for i := 0; i < absent; i += 2 {
+		allow[string(absentKey(i))] = true
+	}
+	third := ask()
+	require.Positive(t, r.Metrics().Adaptations, "the allowed half fixed")
+	require.Less(t, ask(), third, "fewer once half are fixed")
+	for i := 0; i < n; i++ {
+		_, found, err := r.Get(storedKey(i))
+		require.NoError(t, err)
+		require.True(t, found, "no false negative")
+	}
+}

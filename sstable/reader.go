@@ -50,6 +50,12 @@ type ReaderOptions struct {
 	// would otherwise wait for: two atomic adds on a shared stripe per
 	// lookup. A call that starts after Close still fails with ErrClosed.
 	ClosedByOwner bool
+	// FixFalsePositive, if set, decides on each false positive whether
+	// an adaptive filter fixes it now (nil: always). A fix reads the
+	// remote section (a device read on cold storage); a false positive
+	// left unfixed costs its probe again if the key comes back, and is
+	// counted in Metrics.FixesDeferred.
+	FixFalsePositive func(key []byte) bool
 }
 
 // Metrics are a Reader's counters (monotonic since Open).
@@ -76,6 +82,9 @@ type Metrics struct {
 	RemoteReads uint64
 	// AdaptErrors counts failed Adapt calls (the Get's answer stays right).
 	AdaptErrors uint64
+	// FixesDeferred counts false positives an adaptive filter did not fix
+	// because ReaderOptions.FixFalsePositive said not yet.
+	FixesDeferred uint64
 	// PreAdaptations counts false positives fixed by PreAdapt (known
 	// negatives checked before the table was published), apart from
 	// Adaptations, which counts the read path's.
@@ -291,7 +300,7 @@ func (r *Reader) loadFilter() error {
 		return nil
 	}
 	r.tableFilter = tableFilter{fs: r.fs, path: r.path, statePath: r.opts.StatePath,
-		stateReadOnly: r.opts.StateReadOnly, tableSize: r.tableSize}
+		stateReadOnly: r.opts.StateReadOnly, tableSize: r.tableSize, fixGate: r.opts.FixFalsePositive}
 	return r.tableFilter.load(r.file, layout.Filter)
 }
 

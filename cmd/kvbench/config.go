@@ -25,7 +25,7 @@ func defaultConfig(o options, format sstable.Format) StoreConfig {
 		BlockCacheSize: defaultCache, MaxImmutableMemTables: d.MaxImmutableMemTables,
 		L0StopWrites: d.L0StopWritesThreshold, Compactions: d.MaxConcurrentCompactions,
 		MaxOpenFiles: d.MaxOpenFiles, KnownNegatives: o.knownNeg, TableFormat: format,
-		PeerMemTableSize: o.peerMemTable, DirectReads: o.direct,
+		PeerMemTableSize: o.peerMemTable, DirectReads: o.direct, FixRule: fixRules[o.fixRule],
 	}
 }
 
@@ -72,7 +72,18 @@ func configRows(cfg StoreConfig) []configRow {
 		{"merged flushes", fmt.Sprintf("2 memtables while L0 is %d deep", k.MergeFlushL0Depth), "none"},
 		{"table format", kvFormat, "row " + p.FormatMajorVersion.MaxTableFormat().String()},
 		{"NoSync write returns once", nosync, "in the WAL buffer"},
+		{"false positives fixed", fixRuleText(k.FixRule), "none (a static filter)"},
 	}
+}
+
+// fixRules are -fix's values.
+var fixRules = map[string]kv.FixRule{"every": kv.FixEvery, "repeated": kv.FixRepeated}
+
+func fixRuleText(r kv.FixRule) string {
+	if r == kv.FixRepeated {
+		return "those of keys asked before (FixRepeated)"
+	}
+	return "every one, at once"
 }
 
 func tableReads(direct bool) string {

@@ -237,6 +237,7 @@ func TestBadArguments(t *testing.T) {
 		{"-table-format", "diagonal"},
 		{"-peer-memtable-size", "100"},
 		{"-peer-memtable-size", "-1"},
+		{"-fix", "sometimes"},
 		{"-plot", "x.gif", "-records", "10", "-policies", "fake", "-workloads", "c", "-ops", "1"},
 		{"positional"},
 	}

@@ -46,6 +46,7 @@ type Result struct {
 	TruePositiveProbes  *uint64  `json:"true_positive_probes"`
 	DataBlockReads      *uint64  `json:"data_block_reads"`
 	Adaptations         *uint64  `json:"adaptations"`
+	FixesDeferred       *uint64  `json:"fixes_deferred"`
 	Rebuilds            *uint64  `json:"rebuilds"`
 	RemoteReads         *uint64  `json:"remote_reads"`
 	FilterBitsPerKey    float64  `json:"filter_bits_per_key"` // in memory, per table entry (the store's figure)

@@ -436,6 +436,7 @@ func fillCounters(res *Result, d Counters, cal calibration) {
 	}
 	if d.Known.Adaptive {
 		res.Adaptations = u64p(d.Adaptations)
+		res.FixesDeferred = u64p(d.FixesDeferred)
 		res.Rebuilds = u64p(d.Rebuilds)
 		res.RemoteReads = u64p(d.RemoteReads)
 	}

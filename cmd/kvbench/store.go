@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/adaptkv/adaptkv/kv"
 	"github.com/adaptkv/adaptkv/sstable"
 )
 
@@ -50,6 +51,7 @@ type Counters struct {
 	TruePositiveProbes uint64
 	DataBlockReads     uint64
 	Adaptations        uint64
+	FixesDeferred      uint64 // false positives left unfixed (kv.Options.FixRule)
 	Rebuilds           uint64
 	RemoteReads        uint64
 	FilterBitsPerKey   float64 // in-memory filter bits per table entry
@@ -106,6 +108,7 @@ func (c Counters) Sub(before Counters) Counters {
 	d.TruePositiveProbes -= before.TruePositiveProbes
 	d.DataBlockReads -= before.DataBlockReads
 	d.Adaptations -= before.Adaptations
+	d.FixesDeferred -= before.FixesDeferred
 	d.Rebuilds -= before.Rebuilds
 	d.RemoteReads -= before.RemoteReads
 	d.BytesFlushed -= before.BytesFlushed
@@ -153,6 +156,8 @@ type StoreConfig struct {
 	// DirectReads reads every store's tables around the page cache
 	// (kv.Options.DirectReads; the Pebble peers through a directio.FS).
 	DirectReads bool
+	// FixRule is kv.Options.FixRule (adaptkv stores).
+	FixRule kv.FixRule
 }
 
 // ErrUnknownStore is returned for a policy name no store implements.

@@ -34,6 +34,7 @@ func kvOptions(name string, cfg StoreConfig) *kv.Options {
 		KnownNegatives:           cfg.KnownNegatives,
 		TableFormat:              cfg.TableFormat,
 		DirectReads:              cfg.DirectReads,
+		FixRule:                  cfg.FixRule,
 	}
 	if name == "bloom" {
 		opts.Filter = filterpolicy.NewBloom(cfg.BitsPerKey)
@@ -109,6 +110,7 @@ func (s *kvStore) Metrics() (Counters, error) {
 		TruePositiveProbes:  m.TruePositiveProbes,
 		DataBlockReads:      m.DataBlockReads,
 		Adaptations:         m.Adaptations,
+		FixesDeferred:       m.FixesDeferred,
 		Rebuilds:            m.Rebuilds,
 		RemoteReads:         m.RemoteReads,
 		FilterBitsPerKey:    m.FilterBitsPerKey,

@@ -213,6 +213,20 @@ func (s *Sketch) Record(key []byte) {
 	s.age(weight)
 }
 
+// Contains reports whether the sketch holds key (a tag match: a key it
+// does not hold matches with odds of about ways in 2^31).
+func (s *Sketch) Contains(key []byte) bool {
+	h := hash(s.seed, key)
+	tags := &s.tags[h&s.setMask]
+	tag := uint32(h>>32) | 1
+	for w := range ways {
+		if tags[w].Load() == tag {
+			return true
+		}
+	}
+	return false
+}
+
 // Add counts key weight times, unsampled and waiting for the lock (tests,
 // loading).
 func (s *Sketch) Add(key []byte, weight uint64) {

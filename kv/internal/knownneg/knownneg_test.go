@@ -354,3 +354,18 @@ func TestAgingPeriod(t *testing.T) {
 		require.Equal(t, total/2, s.Count(k), "weight %d: halved", weight)
 	}
 }
+
+// TestContains: the sketch holds what was added, and a key it never saw
+// matches a tag only by chance (ways in 2^31).
+func TestContains(t *testing.T) {
+	s := New(1<<16, NoSampling) // 8192 sets: none of them overflows
+	for i := range 500 {
+		s.Add(fmt.Appendf(nil, "held%d", i), 1)
+	}
+	for i := range 500 {
+		require.True(t, s.Contains(fmt.Appendf(nil, "held%d", i)), i)
+	}
+	for i := range 100000 {
+		require.False(t, s.Contains(fmt.Appendf(nil, "never%d", i)), i)
+	}
+}
