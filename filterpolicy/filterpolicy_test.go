@@ -287,14 +287,20 @@ func TestRemoteSection(t *testing.T) {
 				require.True(t, af.MayContain(key(i)))
 			}
 
-			// The remote read through a ReaderAt, chunk by chunk.
+			// The remote read through a ReaderAt, one read per request
+			// whatever the chunks it covers.
 			br := NewBlockRemote(strings.NewReader(string(block)), 0, h)
 			all := make([]uint64, h.RemoteSlots)
 			require.NoError(t, br.ReadSlots(0, all))
 			part := make([]uint64, 100)
 			require.NoError(t, br.ReadSlots(60, part))
 			require.Equal(t, all[60:160], part)
-			require.Equal(t, uint64((h.RemoteSlots+63)/64+3), br.Reads()) // chunks 0..2 for slots 60..159
+			for _, first := range []int{0, 63, 64, 127, h.RemoteSlots - 70, h.RemoteSlots - 1} {
+				one := make([]uint64, min(70, h.RemoteSlots-first))
+				require.NoError(t, br.ReadSlots(first, one))
+				require.Equal(t, all[first:first+len(one)], one, "slots from %d", first)
+			}
+			require.Equal(t, uint64(8), br.Reads(), "one read a request")
 			require.ErrorIs(t, br.ReadSlots(h.RemoteSlots-1, make([]uint64, 2)), adaptive.ErrRemote)
 			require.ErrorIs(t, br.ReadSlots(-1, part), adaptive.ErrRemote)
 

@@ -12,10 +12,11 @@ import (
 )
 
 // BlockRemote is an adaptive.Remote over the remote section of a filter
-// block, read on demand with positioned reads of just the 64-slot chunks a
-// request covers. Every chunk's checksum is verified; a mismatch, a short
-// read or an out-of-range request gives an error wrapping adaptive.ErrRemote.
-// It is safe for concurrent use.
+// block, read on demand with one positioned read of the 64-slot chunks a
+// request covers (they are contiguous: one I/O, not one per chunk). Every
+// chunk's checksum is verified; a mismatch, a short read or an
+// out-of-range request gives an error wrapping adaptive.ErrRemote. It is
+// safe for concurrent use.
 type BlockRemote struct {
 	r     io.ReaderAt
 	off   int64 // file offset of the remote section
@@ -39,7 +40,7 @@ func NewBlockRemote(r io.ReaderAt, blockOffset int64, h Header) *BlockRemote {
 // Slots returns the number of slots in the remote representation.
 func (br *BlockRemote) Slots() int { return br.slots }
 
-// Reads returns the number of chunk reads issued so far.
+// Reads returns the number of reads issued so far (one per ReadSlots).
 func (br *BlockRemote) Reads() uint64 { return br.reads.Load() }
 
 const chunkBytes = RemoteChunkSlots*8 + 4
@@ -52,22 +53,25 @@ func (br *BlockRemote) ReadSlots(first int, dst []uint64) error {
 	if len(dst) == 0 {
 		return nil
 	}
+	last := first + len(dst) - 1
+	c0, c1 := first/RemoteChunkSlots, last/RemoteChunkSlots
+	lastSlots := min(RemoteChunkSlots, br.slots-c1*RemoteChunkSlots) // the last chunk may be short
+	size := (c1-c0)*chunkBytes + lastSlots*8 + 4
 	bp, _ := br.bufs.Get().(*[]byte)
-	if bp == nil {
-		b := make([]byte, chunkBytes)
+	if bp == nil || cap(*bp) < size {
+		b := make([]byte, size)
 		bp = &b
 	}
 	defer br.bufs.Put(bp)
-	buf := *bp
-	last := first + len(dst) - 1
-	for chunk := first / RemoteChunkSlots; chunk <= last/RemoteChunkSlots; chunk++ {
+	buf := (*bp)[:size]
+	br.reads.Add(1)
+	if _, err := br.r.ReadAt(buf, br.off+int64(c0)*chunkBytes); err != nil {
+		return fmt.Errorf("%w: reading remote chunks %d-%d: %w", adaptive.ErrRemote, c0, c1, err)
+	}
+	for chunk := c0; chunk <= c1; chunk++ {
 		lo := chunk * RemoteChunkSlots
 		n := min(RemoteChunkSlots, br.slots-lo)
-		b := buf[:n*8+4]
-		br.reads.Add(1)
-		if _, err := br.r.ReadAt(b, br.off+int64(chunk)*chunkBytes); err != nil {
-			return fmt.Errorf("%w: reading remote chunk %d: %w", adaptive.ErrRemote, chunk, err)
-		}
+		b := buf[(chunk-c0)*chunkBytes:][:n*8+4]
 		tails := b[:n*8]
 		if c := chunkChecksum(uint32(chunk), br.seed, tails); c != binary.LittleEndian.Uint32(b[n*8:]) {
 			return fmt.Errorf("%w: checksum mismatch in remote chunk %d", adaptive.ErrRemote, chunk)
