@@ -93,6 +93,7 @@ func TestPebbleL6ProbesCounted(t *testing.T) {
 		BaseLevelBytes: 256 << 10, L0Trigger: 4, BlockCacheSize: 1 << 20}
 	const k = 3000
 	counts := map[bool]Counters{}
+	tables := map[bool]int{}
 	for _, l6 := range []bool{false, true} {
 		s, err := openPebble(cfg, l6)
 		require.NoError(t, err)
@@ -102,6 +103,12 @@ func TestPebbleL6ProbesCounted(t *testing.T) {
 		} else {
 			r.records = 5000
 		}
+		// Both readers must see the same tables: no compaction may run
+		// under the Gets (under -race one still did after CompactAll).
+		require.NoError(t, s.Settle())
+		levels, err := s.db.SSTables()
+		require.NoError(t, err)
+		tables[l6] = len(levels[6])
 		var shape Counters
 		require.NoError(t, s.Footprint(&shape))
 		require.Equal(t, [7]int{0, 0, 0, 0, 0, 0, shape.Files[6]}, shape.Files, "only L6")
@@ -115,6 +122,7 @@ func TestPebbleL6ProbesCounted(t *testing.T) {
 		require.Equal(t, uint64(pm1.Hits+pm1.Misses-pm0.Hits-pm0.Misses), d.FilterChecks, "l6=%v: Pebble's own count", l6)
 		require.NoError(t, s.Close())
 	}
+	require.Equal(t, tables[false], tables[true], "the same L6 for both readers")
 	get, l6 := counts[false], counts[true]
 	require.Zero(t, get.FilterChecks, "DB.Get asks no filter on this tree")
 	require.Zero(t, l6.UnfilteredProbes)
