@@ -25,6 +25,13 @@ func benchDBWith(b *testing.B, o *Options, n int) *DB {
 	o.MemTableSize, o.BlockCacheSize = 1<<20, 64<<20
 	db, err := Open("db", o)
 	require.NoError(b, err)
+	benchFill(b, db, n)
+	return db
+}
+
+// benchFill writes the n even benchKeys with 100-byte values into db and
+// compacts them.
+func benchFill(b *testing.B, db *DB, n int) {
 	batch := NewBatch()
 	for i := 0; i < n; i++ {
 		require.NoError(b, batch.Set(benchKey(2*i), make([]byte, 100)))
@@ -35,7 +42,6 @@ func benchDBWith(b *testing.B, o *Options, n int) *DB {
 	}
 	require.NoError(b, db.Apply(batch, NoSync))
 	require.NoError(b, db.Compact(nil, nil))
-	return db
 }
 
 // BenchmarkGet measures point reads of present and absent keys on a
@@ -319,4 +325,65 @@ func BenchmarkGetL0(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkGetZipfAbsent is issue 36's read path: Zipfian absent Gets
+// (rand.Zipf, s = 1.1, over 1M absent keys that sort among the stored
+// ones) on a store of 1M records of 100 bytes on disk, fully compacted,
+// with a 256 MiB block cache, per filter policy, through the page cache
+// and (direct) with Options.DirectReads. The keys are drawn before the
+// timer starts; the first b.N Gets warm the filters and the block cache
+// as a long-running store's would be. It reports the device (or
+// page-cache) reads and the false positives per 1k Gets beside ns/op.
+//
+//	go test ./kv -run '^$' -bench GetZipfAbsent -benchtime 2000000x
+func BenchmarkGetZipfAbsent(b *testing.B) {
+	const n = 1_000_000
+	for _, direct := range []bool{false, true} {
+		for _, policy := range []string{"taf", "bloom", "prefix", "aprefix"} {
+			name := policy
+			if direct {
+				name += "/direct"
+			}
+			b.Run(name, func(b *testing.B) {
+				o := &Options{FilterPolicy: policy, DirectReads: direct}
+				db := benchDBOnDisk(b, o, n)
+				defer db.Close()
+				zipf := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.1, 1, n-1)
+				keys := make([][]byte, 1<<16)
+				for i := range keys {
+					keys[i] = benchKey(2*int(zipf.Uint64()) + 1)
+				}
+				for _, k := range keys { // warm up
+					if _, err := db.Get(k); err != ErrNotFound {
+						b.Fatal(err)
+					}
+				}
+				m0 := db.Metrics()
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					if _, err := db.Get(keys[i&(len(keys)-1)]); err != ErrNotFound {
+						b.Fatal(err)
+					}
+				}
+				m := db.Metrics()
+				b.ReportMetric(float64(m.TableReads-m0.TableReads)*1000/float64(b.N), "reads/1k")
+				b.ReportMetric(float64(m.FalsePositiveProbes-m0.FalsePositiveProbes)*1000/float64(b.N), "fp/1k")
+			})
+		}
+	}
+}
+
+// benchDBOnDisk is benchDBWith on the OS file system in a temporary
+// directory, with a 256 MiB block cache.
+func benchDBOnDisk(b *testing.B, o *Options, n int) *DB {
+	dir := b.TempDir()
+	o.MemTableSize, o.BlockCacheSize = 8<<20, 256<<20
+	db, err := Open(dir, o)
+	if err != nil && o.DirectReads {
+		b.Skipf("no direct reads here: %v", err)
+	}
+	require.NoError(b, err)
+	benchFill(b, db, n)
+	return db
 }
