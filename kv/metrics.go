@@ -197,12 +197,10 @@ func (db *DB) Metrics() Metrics {
 		m.MemTableBytes += uint64(e.mt.ArenaBytes())
 	}
 	db.mu.Unlock()
-	if db.readFS != nil {
-		st := db.readFS.Stats()
-		m.TableReads, m.TableReadBytes = st.Reads.Load(), st.Bytes.Load()
-		st = db.compactFS.Stats()
-		m.CompactionReads, m.CompactionReadBytes = st.Reads.Load(), st.Bytes.Load()
-	}
+	st := db.readFS.Stats()
+	m.TableReads, m.TableReadBytes = st.Reads.Load(), st.Bytes.Load()
+	st = db.compactFS.Stats()
+	m.CompactionReads, m.CompactionReadBytes = st.Reads.Load(), st.Bytes.Load()
 	m.WriteStalls = db.writeStalls.Load()
 	m.WriteStallTime = time.Duration(db.writeStallNanos.Load())
 	m.FlushTime = time.Duration(db.flushNanos.Load())

@@ -90,12 +90,11 @@ func TestFPBoundExactOnFake(t *testing.T) {
 // small to hold the tables, hits and misses both count), which Pebble
 // counts itself: that count, Get by Get, must be kvbench's.
 func TestPebbleL6ProbesCounted(t *testing.T) {
-	cfg := StoreConfig{Dir: t.TempDir(), BitsPerKey: 10, MemTableSize: 64 << 10, TargetFileSize: 64 << 10,
-		BaseLevelBytes: 256 << 10, L0Trigger: 4, BlockCacheSize: 1 << 20}
+	cfg := smallConfig(t)
 	s, err := openPebble(cfg, false)
 	require.NoError(t, err)
 	defer s.Close()
-	r := &runner{store: s, policy: "pebble", threads: 1, seed: 1, valueSize: 100, progress: func(string, int64) *progress { return nil }}
+	r := testRunner(s, "pebble", 1)
 	require.NoError(t, r.loadBottom(5000))
 	require.NoError(t, s.Settle()) // no compaction under the Gets
 	var shape Counters
@@ -140,7 +139,7 @@ func TestKVFilterChecksMatchTableRanges(t *testing.T) {
 	cfg.Dir = t.TempDir()
 	s, err := openStore("bloom", cfg)
 	require.NoError(t, err)
-	r := &runner{store: s, policy: "bloom", threads: 1, seed: 3, valueSize: 100, progress: func(string, int64) *progress { return nil }}
+	r := testRunner(s, "bloom", 3)
 	require.NoError(t, r.loadBottom(8000))
 	require.NoError(t, r.load(8000, 10000))
 	var shape Counters

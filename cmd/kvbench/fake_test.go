@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 )
 
@@ -125,3 +126,15 @@ func (s *fakeStore) Footprint(c *Counters) error {
 }
 
 func timeMicros(us int) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// smallConfig is a store shape of 64 KiB memtables and tables for tests.
+func smallConfig(t *testing.T) StoreConfig {
+	return StoreConfig{Dir: t.TempDir(), BitsPerKey: 10, MemTableSize: 64 << 10, TargetFileSize: 64 << 10,
+		BaseLevelBytes: 256 << 10, L0Trigger: 4, BlockCacheSize: 1 << 20}
+}
+
+// testRunner drives s alone, single-threaded, without progress bars.
+func testRunner(s Store, policy string, seed uint64) *runner {
+	return &runner{store: s, policy: policy, threads: 1, seed: seed, valueSize: 100,
+		progress: func(string, int64) *progress { return nil }}
+}

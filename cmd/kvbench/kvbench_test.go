@@ -257,12 +257,11 @@ func TestBadArguments(t *testing.T) {
 func TestPebbleFilterCountersMatchPebble(t *testing.T) {
 	for _, l6 := range []bool{false, true} {
 		t.Run(fmt.Sprintf("l6=%v", l6), func(t *testing.T) {
-			cfg := StoreConfig{Dir: t.TempDir(), BitsPerKey: 10, MemTableSize: 64 << 10, TargetFileSize: 64 << 10,
-				BaseLevelBytes: 256 << 10, L0Trigger: 4, BlockCacheSize: 1 << 20}
+			cfg := smallConfig(t)
 			s, err := openPebble(cfg, l6)
 			require.NoError(t, err)
 			defer s.Close()
-			r := &runner{store: s, policy: "pebble", threads: 1, seed: 1, valueSize: 100, progress: func(string, int64) *progress { return nil }}
+			r := testRunner(s, "pebble", 1)
 			require.NoError(t, r.loadBottom(4000))
 			require.NoError(t, r.load(4000, 5000))
 			before := s.db.Metrics().Filter
@@ -282,8 +281,7 @@ func TestPebbleFilterCountersMatchPebble(t *testing.T) {
 // TestPebbleReusedIteratorSeesWrites: pebble-l6 reuses iterators, but never
 // one opened before a write that completed.
 func TestPebbleReusedIteratorSeesWrites(t *testing.T) {
-	cfg := StoreConfig{Dir: t.TempDir(), BitsPerKey: 10, MemTableSize: 64 << 10, TargetFileSize: 64 << 10,
-		BaseLevelBytes: 256 << 10, L0Trigger: 4, BlockCacheSize: 1 << 20}
+	cfg := smallConfig(t)
 	s, err := openPebble(cfg, true)
 	require.NoError(t, err)
 	for i := range 200 {

@@ -65,6 +65,15 @@ func (r *runner) afterGet(key []byte, found bool) error {
 	return nil
 }
 
+// get is an untimed Get with the store's accounting after it.
+func (r *runner) get(key []byte) (bool, error) {
+	found, err := r.store.Get(key)
+	if err == nil {
+		err = r.afterGet(key, found)
+	}
+	return found, err
+}
+
 func workloadSeed(seed uint64, name string, thread int) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(name))
@@ -189,11 +198,7 @@ func (r *runner) calibrate(k int) (calibration, error) {
 	key := make([]byte, 0, 48)
 	for i := 0; i < k; i++ {
 		key = ycsb.AppendAbsentKey(key[:0], uint64(i), r.absentSalt("calibrate"))
-		found, err := r.store.Get(key)
-		if err == nil {
-			err = r.afterGet(key, found)
-		}
-		if err != nil {
+		if _, err := r.get(key); err != nil {
 			return c, err
 		}
 	}
@@ -216,10 +221,7 @@ func (r *runner) calibrate(k int) (calibration, error) {
 	rng := rand.New(rand.NewPCG(workloadSeed(r.seed, "calibrate", 0), 2))
 	for i := 0; i < k; i++ {
 		key = ycsb.AppendKey(key[:0], rng.Uint64N(r.records))
-		found, err := r.store.Get(key)
-		if err == nil {
-			err = r.afterGet(key, found)
-		}
+		found, err := r.get(key)
 		if err != nil {
 			return c, err
 		}
@@ -400,88 +402,6 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 	r.records = counter.Count()
 	fillCounters(res, after.Sub(before), cal)
 	return res, nil
-}
-
-// fillCounters copies the run's counter deltas into res and derives the
-// per-Get figures and the lower bound.
-func fillCounters(res *Result, d Counters, cal calibration) {
-	res.Gets = d.Gets
-	if !d.Known.Gets {
-		res.Gets = res.Reads
-	}
-	res.FilterChecks = d.FilterChecks
-	res.FilterNegatives = d.FilterNegatives
-	res.UnfilteredProbes = d.UnfilteredProbes
-	// Probes are the filters' "maybe" answers; a store without filters
-	// ("none") asks none and counts its probes as false and true positives.
-	res.FilterMaybes = d.Maybes()
-	if d.FilterChecks == 0 && d.Known.ProbeSplit {
-		res.FilterMaybes = d.FalsePositiveProbes + d.TruePositiveProbes
-	}
-	absentOnly := res.Reads > 0 && res.AbsentReads == res.Reads
-	switch {
-	case d.Known.ProbeSplit:
-		res.FalsePositiveProbes = u64p(d.FalsePositiveProbes)
-		res.TruePositiveProbes = u64p(d.TruePositiveProbes)
-	case absentOnly:
-		// Every "maybe" on an absent key is a false positive.
-		res.FalsePositiveProbes = u64p(d.Maybes())
-		res.TruePositiveProbes = u64p(0)
-	}
-	if d.Known.DataBlockReads {
-		res.DataBlockReads = u64p(d.DataBlockReads)
-	}
-	if d.Known.TableReads {
-		res.TableReads, res.TableReadBytes = u64p(d.TableReads), u64p(d.TableReadBytes)
-	}
-	if d.Known.Adaptive {
-		res.Adaptations = u64p(d.Adaptations)
-		res.FixesDeferred = u64p(d.FixesDeferred)
-		res.Rebuilds = u64p(d.Rebuilds)
-		res.RemoteReads = u64p(d.RemoteReads)
-	}
-	res.FilterBitsPerKey = d.FilterBitsPerKey
-	res.FilterMemoryBytes = d.FilterMemoryBytes
-	// Filter memory per stored key: the records loaded plus those the run
-	// inserted (the filter memory is measured at the end of the run).
-	if stored := res.Records + res.Inserts; stored > 0 {
-		res.BitsPerKey = float64(d.FilterMemoryBytes*8) / float64(stored)
-	}
-	res.TablesPerLevel = d.Files
-	if d.BytesFlushed > 0 {
-		res.WriteAmp = f64p(float64(d.BytesFlushed+d.BytesCompacted) / float64(d.BytesFlushed))
-	}
-	if res.Gets > 0 {
-		g := float64(res.Gets)
-		res.ProbesPerGet = float64(res.FilterMaybes) / g
-		if res.FalsePositiveProbes != nil {
-			res.FPProbesPer1kGets = f64p(float64(*res.FalsePositiveProbes) * 1000 / g)
-		}
-		if cand := res.FilterChecks + res.UnfilteredProbes; res.FalsePositiveProbes != nil && cand > 0 {
-			res.FPProbesPer1kChecks = f64p(float64(*res.FalsePositiveProbes) * 1000 / float64(cand))
-		}
-		if res.DataBlockReads != nil {
-			res.DataBlockReadsPer = f64p(float64(*res.DataBlockReads) / g)
-		}
-		if res.TableReads != nil {
-			res.TableReadsPer1kGets = f64p(float64(*res.TableReads) * 1000 / g)
-			res.TableKiBPerGet = f64p(float64(*res.TableReadBytes) / 1024 / g)
-		}
-	}
-	res.Eps = cal.eps
-	res.ChecksPerAbsentGet = cal.checksPerAbsentGet
-	if absentOnly {
-		res.ChecksPerAbsentGet = float64(candidates(d.Candidates(), res.FilterMaybes)) / float64(res.Reads)
-	}
-	res.FPChecksPerPresentGet = cal.fpChecksPerPresentGet
-	presentReads := res.Reads - res.AbsentReads
-	switch {
-	case presentReads == 0:
-		res.FPLowerBound = f64p(cal.eps * float64(res.UniqueAbsentKeys) * res.ChecksPerAbsentGet)
-	case cal.fpChecksPerPresentGet != nil:
-		res.FPLowerBound = f64p(cal.eps * (float64(res.UniqueAbsentKeys)*res.ChecksPerAbsentGet +
-			float64(res.UniquePresent)**cal.fpChecksPerPresentGet))
-	}
 }
 
 // adversary runs the adversarial stream of the TAF paper, section 6.1:
