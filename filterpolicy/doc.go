@@ -10,7 +10,10 @@
 // when our sstable writer builds it (ForTable), the adaptive filters'
 // remote representation. A block that is not valid for a policy makes
 // Pebble's MayContain answer "maybe", never a false negative; Open and
-// OpenBlock report the problem as an error wrapping ErrCorruptBlock.
+// OpenBlock report the problem as an error wrapping ErrCorruptBlock. A
+// table's WriterPolicy also takes the store's known negatives: a stacked
+// filter is built around them, an adaptive one fixes its false positives
+// among them before its block is written (pre-adaptation, preadapt.go).
 //
 // Static filters are queried in place over the block bytes; adaptive ones
 // are decoded into memory (they change) and get the table's remote. Pebble

@@ -304,19 +304,22 @@ func decodeLocal(h Header, local []byte, remote adaptive.Remote) (Filter, error)
 // Pebble: same name as the policy, but its blocks carry the remote section
 // (for adaptive kinds) and use a fixed seed. Err reports a failed build.
 type WriterPolicy struct {
-	p    Policy
-	kind filter.Kind
-	seed uint64
-	kn   []filter.KnownNegative
-	mu   sync.Mutex
-	err  error
-	hdr  Header
+	p     Policy
+	kind  filter.Kind
+	seed  uint64
+	kn    []filter.KnownNegative
+	mu    sync.Mutex
+	err   error
+	hdr   Header
+	stats PreAdaptStats
 }
 
 // ForTable returns the WriterPolicy of p for one table with the given seed
 // (0: from p's seed source) and known negatives (sorted by key, possibly
-// nil: see filter.BuildOptions; kinds that do not build around them ignore
-// them). p must come from this package.
+// nil): a kind that builds around them (stacked, see filter.BuildOptions)
+// gets them, and an adaptive kind fixes its false positives among them
+// before the block is written (pre-adaptation, see PreAdaptStats); other
+// kinds ignore them. p must come from this package.
 func ForTable(p Policy, seed uint64, kn []filter.KnownNegative) (*WriterPolicy, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w: nil policy", ErrInvalidOptions)
@@ -346,12 +349,19 @@ func (w *WriterPolicy) MayContain(ftype pebble.FilterType, block, key []byte) bo
 // NewWriter implements pebble.FilterPolicy.
 func (w *WriterPolicy) NewWriter(ftype pebble.FilterType) pebble.FilterWriter {
 	bw := newBlockWriter(w.kind, w.kind.Name(), w.seed, true, w.kn)
-	bw.done = func(h Header, err error) {
+	bw.done = func(h Header, st PreAdaptStats, err error) {
 		w.mu.Lock()
-		w.err, w.hdr = err, h
+		w.err, w.hdr, w.stats = err, h, st
 		w.mu.Unlock()
 	}
 	return bw
+}
+
+// PreAdapted returns what the last block build's pre-adaptation did.
+func (w *WriterPolicy) PreAdapted() PreAdaptStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stats
 }
 
 // Err returns the error of the last block build (nil if it succeeded).
@@ -381,7 +391,8 @@ type blockWriter struct {
 	n          uint64
 	b          filter.Builder // nil until the first key after a Finish
 	kn         []filter.KnownNegative
-	done       func(Header, error)
+	fixIn      *filter.AbsentInRange // adaptive kinds: the negatives to fix at Finish
+	done       func(Header, PreAdaptStats, error)
 }
 
 func newBlockWriter(kind filter.Kind, name string, seed uint64, withRemote bool, kn []filter.KnownNegative) *blockWriter {
@@ -389,6 +400,9 @@ func newBlockWriter(kind filter.Kind, name string, seed uint64, withRemote bool,
 }
 
 func (w *blockWriter) newBuilder() filter.Builder {
+	if w.withRemote && w.kind.Adaptive() && len(w.kn) > 0 {
+		w.fixIn = filter.NewAbsentInRange(w.kn)
+	}
 	return w.kind.NewBuilder(filter.BuildOptions{Seed: w.seed, KnownNegatives: w.kn, WithRemote: w.withRemote})
 }
 
@@ -404,6 +418,9 @@ func (w *blockWriter) AddKey(key []byte) {
 		w.b = w.newBuilder()
 	}
 	w.b.Add(key)
+	if w.fixIn != nil {
+		w.fixIn.Add(key)
+	}
 }
 
 // Finish implements pebble.FilterWriter. A failed build yields a block of
@@ -426,11 +443,16 @@ func (w *blockWriter) Finish(dst []byte) []byte {
 	} else if remote == nil && w.kind.Adaptive() && err == nil {
 		remote = []uint64{}
 	}
+	var st PreAdaptStats
+	if w.fixIn != nil && err == nil {
+		local, st = preAdapt(h, local, remote, w.fixIn.Kept())
+	}
+	w.fixIn = nil
 	start := len(dst)
 	dst = appendBlock(dst, h, local, remote)
 	if w.done != nil {
 		hh, _ := ParseHeader(dst[start:])
-		w.done(hh, err)
+		w.done(hh, st, err)
 	}
 	// The next builder is made by the next key, not here: a table's writer
 	// finishes once, and a builder made now would hold a buffer that

@@ -36,6 +36,7 @@ func adaptRun(t *testing.T, policy string, present, absent, rounds int) (perRoun
 			_, err := db.Get(key(2*i + 1))
 			require.ErrorIs(t, err, ErrNotFound)
 		}
+		db.tc.waitFixes() // the round's fixes land before the next round
 		m := db.Metrics()
 		perRound = append(perRound, m.FalsePositiveProbes-prev)
 		prev = m.FalsePositiveProbes
@@ -116,6 +117,7 @@ func fpRound(t *testing.T, db *DB, from, n int) uint64 {
 		_, err := db.Get(stateTestKey(2*i + 1))
 		require.ErrorIs(t, err, ErrNotFound)
 	}
+	db.tc.waitFixes() // the round's fixes land before the next round
 	return db.Metrics().FalsePositiveProbes - before
 }
 

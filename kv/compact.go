@@ -212,7 +212,6 @@ func (db *DB) runCompaction(plan *compaction.Plan, v *version, outNum uint64) er
 		}
 		return fmt.Errorf("kv: compaction L%d->L%d: %w", plan.Level, plan.OutputLevel, err)
 	}
-	db.preAdapt(metas)
 	edit := &versionEdit{}
 	for _, t := range plan.Inputs {
 		edit.deleted = append(edit.deleted, deletedTable{level: plan.Level, fileNum: t.FileNum})

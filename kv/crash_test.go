@@ -115,6 +115,7 @@ func crashChild(dir string, round int, durable, noMap bool, seed uint64) {
 				}
 			}
 		}
+		db.tc.waitFixes()
 		say("adapted %d\n", adapted+db.Metrics().Adaptations)
 		dbMu.RUnlock()
 		if rng.IntN(4) == 0 {

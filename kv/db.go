@@ -186,8 +186,11 @@ type DB struct {
 	// Table bytes written by flushes, and read (inputs) and written by
 	// compactions.
 	flushedBytes, compactedReadBytes, compactedBytes atomic.Uint64
-	flushNanos, compactNanos                         atomic.Int64  // time spent in each
-	walGroups, walSyncs                              atomic.Uint64 // commit groups written, fsyncs (tests)
+	// preAdaptChecks and preAdaptations count the known negatives new
+	// tables' filters checked and fixed as they were built.
+	preAdaptChecks, preAdaptations atomic.Uint64
+	flushNanos, compactNanos       atomic.Int64  // time spent in each
+	walGroups, walSyncs            atomic.Uint64 // commit groups written, fsyncs (tests)
 	// Writer stalls for a queued flush, and the time they took.
 	writeStalls     atomic.Uint64
 	writeStallNanos atomic.Int64
@@ -291,6 +294,9 @@ func Open(dir string, opts *Options) (*DB, error) {
 	db.openKnownNegatives() // before recovery: its flush uses them
 	if o.FixRule == FixRepeated && db.kn != nil {
 		db.tc.fixGate = db.fixNow // before any table is opened
+	}
+	if !o.FixInline {
+		db.tc.startFixes()
 	}
 	if err := db.recover(); err != nil {
 		// Close what recovery opened (the files it created stay: the next
@@ -432,6 +438,7 @@ func (db *DB) writeTables(it base.Iterator, splits [][]byte, minBytes uint64) ([
 
 // tableOutput is a compaction.Output backed by an sstable.Writer.
 type tableOutput struct {
+	db      *DB
 	fileNum uint64
 	w       *sstable.Writer
 }
@@ -449,7 +456,7 @@ func (db *DB) newOutputNum(fn uint64, kn knownneg.List, format sstable.Format) (
 	if err != nil {
 		return nil, err
 	}
-	return &tableOutput{fileNum: fn, w: w}, nil
+	return &tableOutput{db: db, fileNum: fn, w: w}, nil
 }
 
 func (o *tableOutput) Add(key base.InternalKey, value []byte) error { return o.w.Add(key, value) }
@@ -460,6 +467,8 @@ func (o *tableOutput) Finish() (*base.TableMeta, error) {
 	if err != nil {
 		return nil, err
 	}
+	o.db.preAdaptChecks.Add(uint64(info.PreAdapted.Checked))
+	o.db.preAdaptations.Add(uint64(info.PreAdapted.Fixed))
 	return &base.TableMeta{FileNum: o.fileNum, Size: info.Size, Smallest: info.Smallest, Largest: info.Largest}, nil
 }
 
@@ -628,10 +637,9 @@ func (db *DB) flushMemtables(ms []*memEntry, nextLog uint64) error {
 		if err != nil {
 			return err
 		}
-		db.preAdapt(metas)
 		for _, meta := range metas {
 			edit.added = append(edit.added, addedTable{level: 0, meta: meta})
-			// Opened before the install (as preAdapt opens them), so that
+			// Opened before the install, so that
 			// no read meets an unopened table and no version is held
 			// after it: a version held past the install kept a table a
 			// concurrent Compact replaced on disk after Compact returned.

@@ -63,6 +63,7 @@ func askAbsent(t *testing.T, db *DB, absent int) uint64 {
 		_, err := db.Get(knKey(2*i + 1))
 		require.ErrorIs(t, err, ErrNotFound)
 	}
+	db.tc.waitFixes() // the round's fixes land before the next round
 	return db.Metrics().FalsePositiveProbes - before
 }
 

@@ -46,14 +46,18 @@ type Metrics struct {
 	// RemoteReads counts reads of the tables' remote representations.
 	RemoteReads uint64
 	// PreAdaptations counts false positives fixed among the known
-	// negatives when a flush or compaction wrote a table, before it was
-	// published (not counted in Adaptations).
+	// negatives as a flush or compaction built a new table's filter, from
+	// the hash words in memory (no read of the table; not counted in
+	// Adaptations).
 	PreAdaptations uint64
 	// PreAdaptChecks counts the known negatives queried in new tables.
 	PreAdaptChecks uint64
 	// FixesDeferred counts false positives left unfixed by FixRule (the
 	// key was not known to come back).
 	FixesDeferred uint64
+	// FixesDropped counts false positives whose fix found the background
+	// queue full (see Options.FixInline) and was dropped.
+	FixesDropped uint64
 	// KnownNegatives is the number of absent keys the store remembers
 	// (see Options.KnownNegatives); KnownNegativeBytes estimates their
 	// memory.
@@ -177,9 +181,10 @@ func (db *DB) Metrics() Metrics {
 	m.Adaptations = sum.Adaptations
 	m.Rebuilds = sum.Rebuilds
 	m.RemoteReads = sum.RemoteReads
-	m.PreAdaptations = sum.PreAdaptations
-	m.PreAdaptChecks = sum.PreAdaptChecks
+	m.PreAdaptations = sum.PreAdaptations + db.preAdaptations.Load()
+	m.PreAdaptChecks = sum.PreAdaptChecks + db.preAdaptChecks.Load()
 	m.FixesDeferred = sum.FixesDeferred
+	m.FixesDropped = sum.FixesDropped
 	if db.kn != nil {
 		m.KnownNegatives = db.kn.Len()
 		m.KnownNegativeBytes = db.kn.SizeBytes()

@@ -301,6 +301,7 @@ func runModel(t *testing.T, policy string, seed uint64, nops int) {
 				require.NoError(t, s.s.Close())
 			}
 			snaps = nil
+			db.tc.waitFixes() // a fix still queued at Close is dropped
 			adaptations += db.Metrics().Adaptations
 			require.NoError(t, db.Close(), ctx())
 			db = nil
@@ -323,6 +324,7 @@ func runModel(t *testing.T, policy string, seed uint64, nops int) {
 				require.NoError(t, s.s.Close())
 			}
 			snaps = nil
+			db.tc.waitFixes() // a fix still queued at Close is dropped
 			adaptations += db.Metrics().Adaptations
 			_ = db.Close() // the old store lives on the old file system
 			fs = crashFS
@@ -386,6 +388,7 @@ func runModel(t *testing.T, policy string, seed uint64, nops int) {
 	}
 	require.NoError(t, it.Close())
 	require.Equal(t, m.sortedKeys(nil, nil), seen, ctx())
+	db.tc.waitFixes()
 	met := db.Metrics()
 	require.Equal(t, gets, met.Gets, ctx())
 	require.LessOrEqual(t, met.FilterNegatives, met.FilterChecks)

@@ -151,6 +151,15 @@ type Options struct {
 	// costs its probe and no remote read, and a repeated key is fixed at
 	// its second or a later sight; with the record off it is FixEvery.
 	FixRule FixRule
+	// FixInline makes the Get that meets a false positive fix it before
+	// it returns (the remote read and the adaptation on the Get's time).
+	// By default a Get hands the fix to a background goroutine through a
+	// bounded queue and returns at once: no Get waits for a fix's read (a
+	// device read on cold storage); the fix lands microseconds later, or
+	// one device read later, and a key asked again before that costs its
+	// probe again. A fix that finds the queue full is dropped
+	// (Metrics.FixesDropped) and made when the key comes back.
+	FixInline bool
 	// DirectReads reads tables around the operating system's page cache
 	// (O_DIRECT, RocksDB's use_direct_reads): Gets, iterators, filter
 	// fixes and compaction inputs read the device, and the block cache is

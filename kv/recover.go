@@ -81,7 +81,6 @@ func (db *DB) recover() error {
 		if err != nil {
 			return err
 		}
-		db.preAdapt([]*base.TableMeta{meta})
 		edit.added = append(edit.added, addedTable{level: 0, meta: meta})
 	}
 	if len(edit.added) > 0 {

@@ -38,6 +38,7 @@ type tableCache struct {
 	max      int
 	readOnly bool
 	fixGate  func(key []byte) bool // sstable.ReaderOptions.FixFalsePositive; set before use
+	fixes    *fixQueue             // nil: fixes made by the Gets (Options.FixInline); set before use
 
 	// snap is a copy of m for lock-free lookups.
 	snap atomic.Pointer[map[uint64]*tcEntry]
@@ -174,6 +175,9 @@ func (tc *tableCache) getSlow(fn uint64) (tcHandle, error) {
 	ro := sstable.ReaderOptions{Cache: tc.cache, FileNum: fn,
 		StatePath: tc.fs.PathJoin(tc.dir, stateFileName(fn)), StateReadOnly: tc.readOnly,
 		ClosedByOwner: true, FixFalsePositive: tc.fixGate}
+	if tc.fixes != nil {
+		ro.QueueFix = func(fix func()) bool { return tc.queueFix(e, fix) }
+	}
 	r, err := sstable.Open(tc.fs, tc.fs.PathJoin(tc.dir, tableFileName(fn)), ro)
 	if err != nil {
 		err = fmt.Errorf("kv: open table %s: %w", tableFileName(fn), err)
@@ -306,6 +310,7 @@ func (tc *tableCache) evict(fn uint64) {
 // released with the last reader. It returns the first close error met by
 // the cache.
 func (tc *tableCache) closeAll() error {
+	tc.stopFixes()
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	if tc.closed {
@@ -366,4 +371,5 @@ func addMetrics(dst *sstable.Metrics, m sstable.Metrics) {
 	dst.PreAdaptations += m.PreAdaptations
 	dst.PreAdaptChecks += m.PreAdaptChecks
 	dst.FixesDeferred += m.FixesDeferred
+	dst.FixesDropped += m.FixesDropped
 }

@@ -15,8 +15,11 @@
 // opened with SkipFilter (compaction inputs) has none. Its Get consults the
 // in-memory filter first, does Pebble's point lookup (an iterator's SeekGE)
 // on "maybe", and when no version of the key is in the table, tells the
-// filter to adapt (a failed adaptation is
-// counted, never fails the Get). Every step is counted (Metrics); block
+// filter to adapt, at once or through ReaderOptions.QueueFix, which takes
+// the fix off the lookup (a failed adaptation is counted, never fails the
+// Get). A table written with known negatives (WriterOptions.KnownNegatives)
+// has an adaptive filter that fixed its false positives among them as it
+// was built, from the hashes in memory. Every step is counted (Metrics); block
 // reads are counted where Pebble's reader reads the file, so with a block
 // cache they are cache misses. The adaptive filter's state survives restarts in a state file
 // written atomically and bound to its table; a missing or bad one means the

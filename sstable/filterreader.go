@@ -1,6 +1,7 @@
 package sstable
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"sync"
@@ -43,6 +44,7 @@ type tableFilter struct {
 	preAdaptChecks atomic.Uint64
 	adaptErrors    atomic.Uint64
 	fixesDeferred  atomic.Uint64
+	fixesDropped   atomic.Uint64
 	lastAdaptErr   atomic.Pointer[error]
 	savedAdapt     atomic.Uint64
 	saveMu         sync.Mutex
@@ -138,6 +140,7 @@ func (t *tableFilter) metrics(m *Metrics) {
 	m.Adaptations = t.adaptations.Load()
 	m.AdaptErrors = t.adaptErrors.Load()
 	m.FixesDeferred = t.fixesDeferred.Load()
+	m.FixesDropped = t.fixesDropped.Load()
 	m.PreAdaptations = t.preAdaptations.Load()
 	m.PreAdaptChecks = t.preAdaptChecks.Load()
 	if t.filter != nil {
@@ -153,9 +156,11 @@ func (t *tableFilter) metrics(m *Metrics) {
 }
 
 // falsePositive handles a lookup the filter answered "maybe" that found
-// no version of key: an adaptive filter fixes it (errors are counted; the
-// lookup's answer stays right).
-func (t *tableFilter) falsePositive(key []byte) {
+// no version of key: an adaptive filter fixes it, now or through
+// ReaderOptions.QueueFix (errors are counted; the lookup's answer stays
+// right either way).
+func (r *Reader) falsePositive(key []byte) {
+	t := &r.tableFilter
 	if t.adaptive == nil {
 		return
 	}
@@ -163,6 +168,32 @@ func (t *tableFilter) falsePositive(key []byte) {
 		t.fixesDeferred.Add(1)
 		return
 	}
+	if r.opts.QueueFix == nil {
+		t.fix(key)
+		return
+	}
+	k := bytes.Clone(key)
+	if !r.opts.QueueFix(func() { r.fixQueued(k) }) {
+		t.fixesDropped.Add(1)
+	}
+}
+
+// fixQueued makes a fix QueueFix took. The key may have been fixed since
+// (it came back, and was queued again, before the first fix ran): a key
+// the filter now answers absent for needs nothing.
+func (r *Reader) fixQueued(key []byte) {
+	sh := r.enter()
+	if sh == nil {
+		return
+	}
+	defer r.exit(sh)
+	if r.filter.MayContain(key) {
+		r.fix(key)
+	}
+}
+
+// fix adapts the filter to key, a false positive.
+func (t *tableFilter) fix(key []byte) {
 	if err := t.adaptive.Adapt(key); err != nil {
 		t.adaptErrors.Add(1)
 		t.lastAdaptErr.Store(&err)

@@ -26,9 +26,10 @@ type PreAdaptResult struct {
 // adapts the filter. A key the table holds is left alone. Without an
 // adaptive filter it does nothing.
 //
-// It is meant to run before the table is published (a new table of a
-// flush or compaction), so that no reader ever sees the unfixed filter,
-// but it is safe concurrently with lookups. Its fixes are counted in
+// It is for a table already written: a writer given the known negatives
+// (WriterOptions.KnownNegatives, as the store's flushes and compactions
+// do) fixes them while it builds the filter, without probes or remote
+// reads. It is safe concurrently with lookups. Its fixes are counted in
 // Metrics.PreAdaptations, apart from the read path's counters, and saved
 // with the adaptive state like any other. The error is the first probe
 // error (the table is unreadable); adaptation failures are only counted.

@@ -1,8 +1,13 @@
 package sstable
 
 import (
+	"bytes"
+	"fmt"
+	"slices"
 	"testing"
 
+	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 )
@@ -121,4 +126,113 @@ func TestFixFalsePositiveGate(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, found, "no false negative")
 	}
+}
+
+// TestPreAdaptWhileWriting: a table written with known negatives has an
+// adaptive filter that already fixed its false positives among those in
+// its key range that it does not hold, the most counted first within the
+// budget, with no read of the table; stored keys, held negatives and
+// negatives out of range are left alone; the fixes are in the block, so a
+// reader without a state file has them and adapts further as usual. Every
+// adaptive kind; the same seed without negatives gives the false positives
+// the build must have fixed.
+func TestPreAdaptWhileWriting(t *testing.T) {
+	for _, name := range adaptivePolicies(t) {
+		t.Run(name, func(t *testing.T) { preAdaptWhileWriting(t, name) })
+	}
+}
+
+func preAdaptWhileWriting(t *testing.T, name string) {
+	const n, absent = 100_000, 60_000
+	p := mustPolicy(t, name, 13)
+	kn := []filter.KnownNegative{{Key: []byte("a"), Count: 99}} // below the first key
+	for i := 0; i < absent; i++ {
+		kn = append(kn, filter.KnownNegative{Key: absentKey(i), Count: uint64(1 + i%7)})
+		if i%10 == 0 {
+			kn = append(kn, filter.KnownNegative{Key: storedKey(i + 1), Count: 50}) // held
+		}
+	}
+	kn = append(kn, filter.KnownNegative{Key: absentKey(n + 5), Count: 99}) // past the last key
+	slices.SortFunc(kn, func(a, b filter.KnownNegative) int { return bytes.Compare(a.Key, b.Key) })
+
+	fs := vfs.NewMem()
+	plain := writeTableWith(t, fs, "plain.sst", WriterOptions{Policy: p}, n)
+	require.Zero(t, plain.PreAdapted)
+	info := writeTableWith(t, fs, "t.sst", WriterOptions{Policy: p, KnownNegatives: kn}, n)
+	t.Logf("%+v", info.PreAdapted)
+
+	open := func(path string) *Reader {
+		r, err := Open(fs, path, ReaderOptions{StatePath: path + ".fstate"})
+		require.NoError(t, err)
+		return r
+	}
+	pr := open("plain.sst")
+	defer pr.Close()
+	var wantFixed []int // the absent negatives the plain filter answers maybe
+	for i := 0; i < absent; i++ {
+		if pr.Filter().MayContain(absentKey(i)) {
+			wantFixed = append(wantFixed, i)
+		}
+	}
+	require.Greater(t, len(wantFixed), 50, "a fresh filter has 0.2-0.4%% false positives")
+	require.Equal(t, absent, info.PreAdapted.Checked, "in range, not held, within the budget")
+	require.Zero(t, info.PreAdapted.Failed)
+	// A fix may change other answers (a moved cuckoo element, a rebuilt
+	// run): the fixes are the false positives give or take a few.
+	require.InDelta(t, len(wantFixed), info.PreAdapted.Fixed, float64(len(wantFixed))/20, "the false positives")
+
+	r := open("t.sst")
+	defer r.Close()
+	require.ErrorIs(t, r.StateError(), ErrNoState, "the fixes are in the block, not in a state file")
+	left := 0
+	for i := 0; i < absent; i++ {
+		if r.Filter().MayContain(absentKey(i)) {
+			left++
+		}
+	}
+	// A cuckoo fix moves an element, which may fool another negative
+	// fixed before it; caf's cache keeps the most recent fixes.
+	require.LessOrEqual(t, left, info.PreAdapted.Fixed/10, "fixed while writing")
+	for i := 0; i < n; i++ {
+		require.True(t, r.Filter().MayContain(storedKey(i)), "no false negative")
+	}
+	m := r.Metrics()
+	require.Zero(t, m.Adaptations+m.RemoteReads+m.PreAdaptations, "nothing read or fixed by the reader")
+
+	// The reader adapts on: fresh absent keys' false positives are fixed
+	// from the remote section on disk, stored keys still found.
+	for i := absent; i < n; i++ {
+		_, found, err := r.Get(absentKey(i))
+		require.NoError(t, err)
+		require.False(t, found)
+	}
+	require.Positive(t, r.Metrics().Adaptations)
+	for i := 0; i < n; i += 7 {
+		_, found, err := r.Get(storedKey(i))
+		require.NoError(t, err)
+		require.True(t, found)
+	}
+}
+
+// TestPreAdaptBudget: a table checks at most PreAdaptBudget of its known
+// negatives, the most counted, so a small table in a wide key range does
+// not pay for every negative of the store.
+func TestPreAdaptBudget(t *testing.T) {
+	const n = 1000 // budget 4096
+	var kn []filter.KnownNegative
+	for i := 0; i < n; i++ {
+		for j := 0; j < 10; j++ { // ten negatives between two stored keys
+			kn = append(kn, filter.KnownNegative{Key: fmt.Appendf(absentKey(i), "-%d", j), Count: uint64(j)})
+		}
+	}
+	require.Equal(t, 4096, filterpolicy.PreAdaptBudget(n))
+	fs := vfs.NewMem()
+	w, err := Create(fs, "t.sst", WriterOptions{Policy: mustPolicy(t, "taf", 3), KnownNegatives: kn})
+	require.NoError(t, err)
+	for i := 0; i < n; i++ {
+		require.NoError(t, w.Add(InternalKey{UserKey: storedKey(i), Seq: 1, Kind: KindSet}, value(i)))
+	}
+	info, err := w.Close()
+	require.NoError(t, err)
+	require.Equal(t, 4096, info.PreAdapted.Checked)
 }

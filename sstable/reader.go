@@ -56,6 +56,16 @@ type ReaderOptions struct {
 	// left unfixed costs its probe again if the key comes back, and is
 	// counted in Metrics.FixesDeferred.
 	FixFalsePositive func(key []byte) bool
+	// QueueFix, if set, takes the fixes off the lookups: a lookup that
+	// meets a false positive FixFalsePositive lets through hands QueueFix
+	// a function that makes the fix (it holds a copy of the key) and
+	// returns at once, without the fix's remote read. QueueFix runs the
+	// function later, on a goroutine of its own, or returns false to drop
+	// the fix (counted in Metrics.FixesDropped; the key is fixed if it
+	// comes back). Until the function returns, the caller keeps the Reader
+	// open as it does for a lookup (a function that runs after Close does
+	// nothing). nil: every fix is made by the lookup that met it.
+	QueueFix func(fix func()) bool
 }
 
 // Metrics are a Reader's counters (monotonic since Open).
@@ -85,6 +95,9 @@ type Metrics struct {
 	// FixesDeferred counts false positives an adaptive filter did not fix
 	// because ReaderOptions.FixFalsePositive said not yet.
 	FixesDeferred uint64
+	// FixesDropped counts false positives whose fix ReaderOptions.QueueFix
+	// did not take.
+	FixesDropped uint64
 	// PreAdaptations counts false positives fixed by PreAdapt (known
 	// negatives checked before the table was published), apart from
 	// Adaptations, which counts the read path's.

@@ -42,7 +42,12 @@ func adaptivePolicies(t testing.TB) []string {
 
 // writeTable writes n keys (one Set version each) with the given policy.
 func writeTable(t testing.TB, fs vfs.FS, path string, p filterpolicy.Policy, n int) TableInfo {
-	w, err := Create(fs, path, WriterOptions{Policy: p})
+	return writeTableWith(t, fs, path, WriterOptions{Policy: p}, n)
+}
+
+// writeTableWith is writeTable with the given writer options.
+func writeTableWith(t testing.TB, fs vfs.FS, path string, o WriterOptions, n int) TableInfo {
+	w, err := Create(fs, path, o)
 	require.NoError(t, err)
 	for i := 0; i < n; i++ {
 		require.NoError(t, w.Add(InternalKey{UserKey: storedKey(i), Seq: uint64(i + 1), Kind: KindSet}, value(i)))

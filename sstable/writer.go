@@ -81,9 +81,12 @@ type WriterOptions struct {
 	// FilterSeed fixes the filter's seed (0: the policy's seed source).
 	FilterSeed uint64
 	// KnownNegatives are keys the store found absent and asks often,
-	// sorted by key (nil: none). A policy that builds around them
-	// (Policy.KnownNegatives: stacked) uses those in the table's key range
-	// that the table does not hold; the others ignore them.
+	// sorted by key (nil: none). Of those in the table's key range that the
+	// table does not hold, a policy that builds around them
+	// (Policy.KnownNegatives: stacked) makes them a layer of its filter,
+	// and an adaptive policy fixes its false positives among them before
+	// the filter block is written (filterpolicy.PreAdaptStats, reported in
+	// TableInfo.PreAdapted); static policies ignore them.
 	KnownNegatives []filter.KnownNegative
 	// Format is the block layout (default FormatColumnar).
 	Format Format
@@ -93,6 +96,9 @@ type WriterOptions struct {
 type TableInfo struct {
 	Size, NumEntries  uint64
 	Smallest, Largest InternalKey
+	// PreAdapted is what the filter's pre-adaptation did (see
+	// WriterOptions.KnownNegatives).
+	PreAdapted filterpolicy.PreAdaptStats
 }
 
 // Writer writes one table. It is not safe for concurrent use.
@@ -235,6 +241,9 @@ func (w *Writer) Close() (TableInfo, error) {
 		return TableInfo{}, err
 	}
 	info := TableInfo{Size: md.Size, NumEntries: w.n, Smallest: w.smallest}
+	if w.wp != nil {
+		info.PreAdapted = w.wp.PreAdapted()
+	}
 	if w.n > 0 {
 		info.Largest = InternalKey{UserKey: bytes.Clone(w.last.UserKey), Seq: w.last.Seq, Kind: w.last.Kind}
 		if info.Largest.UserKey == nil {

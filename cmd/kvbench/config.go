@@ -26,6 +26,7 @@ func defaultConfig(o options, format sstable.Format) StoreConfig {
 		L0StopWrites: d.L0StopWritesThreshold, Compactions: d.MaxConcurrentCompactions,
 		MaxOpenFiles: d.MaxOpenFiles, KnownNegatives: o.knownNeg, TableFormat: format,
 		PeerMemTableSize: o.peerMemTable, DirectReads: o.direct, FixRule: fixRules[o.fixRule],
+		FixInline: o.fixInline,
 	}
 }
 
@@ -72,18 +73,22 @@ func configRows(cfg StoreConfig) []configRow {
 		{"merged flushes", fmt.Sprintf("2 memtables while L0 is %d deep", k.MergeFlushL0Depth), "none"},
 		{"table format", kvFormat, "row " + p.FormatMajorVersion.MaxTableFormat().String()},
 		{"NoSync write returns once", nosync, "in the WAL buffer"},
-		{"false positives fixed", fixRuleText(k.FixRule), "none (a static filter)"},
+		{"false positives fixed", fixRuleText(k.FixRule, k.FixInline), "none (a static filter)"},
 	}
 }
 
 // fixRules are -fix's values.
 var fixRules = map[string]kv.FixRule{"every": kv.FixEvery, "repeated": kv.FixRepeated}
 
-func fixRuleText(r kv.FixRule) string {
+func fixRuleText(r kv.FixRule, inline bool) string {
+	which, when := "every one", "in the background"
 	if r == kv.FixRepeated {
-		return "those of keys asked before (FixRepeated)"
+		which = "those of keys asked before (FixRepeated)"
 	}
-	return "every one, at once"
+	if inline {
+		when = "by the Get"
+	}
+	return which + ", " + when
 }
 
 func tableReads(direct bool) string {

@@ -47,6 +47,7 @@ type Result struct {
 	DataBlockReads      *uint64  `json:"data_block_reads"`
 	Adaptations         *uint64  `json:"adaptations"`
 	FixesDeferred       *uint64  `json:"fixes_deferred"`
+	FixesDropped        *uint64  `json:"fixes_dropped"`
 	Rebuilds            *uint64  `json:"rebuilds"`
 	RemoteReads         *uint64  `json:"remote_reads"`
 	FilterBitsPerKey    float64  `json:"filter_bits_per_key"` // in memory, per table entry (the store's figure)
@@ -137,6 +138,7 @@ func fillCounters(res *Result, d Counters, cal calibration) {
 	if d.Known.Adaptive {
 		res.Adaptations = u64p(d.Adaptations)
 		res.FixesDeferred = u64p(d.FixesDeferred)
+		res.FixesDropped = u64p(d.FixesDropped)
 		res.Rebuilds = u64p(d.Rebuilds)
 		res.RemoteReads = u64p(d.RemoteReads)
 	}

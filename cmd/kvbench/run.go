@@ -97,6 +97,7 @@ type options struct {
 	repeat                  int
 	direct                  bool
 	fixRule                 string
+	fixInline               bool
 	quiet                   bool
 	recordsSet              bool
 }
@@ -134,6 +135,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.repeat, "repeat", 1, "run everything N times, run i with seed -seed+i and the stores in an order rotated by i*stores/N;\nthe table shows each figure's median over the runs (ops/s and FP/1k gets with their min-max), -json and -csv every run's rows")
 	fs.BoolVar(&o.direct, "direct", false, "cold storage: every store reads its tables around the OS page cache (O_DIRECT; kv.Options.DirectReads,\nthe Pebble peers through the same reads), so the block cache is the only cache; Linux")
 	fs.StringVar(&o.fixRule, "fix", "every", "which false positives the adaptkv stores' adaptive filters fix at once (kv.Options.FixRule):\nevery, or repeated (keys the known-negative record holds)")
+	fs.BoolVar(&o.fixInline, "fix-inline", false, "the adaptkv stores' Gets make their fixes themselves (kv.Options.FixInline) instead of queueing them\nto the store's background goroutine")
 	fs.BoolVar(&o.quiet, "q", false, "no progress bars")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof)")
 	if err := fs.Parse(args); err != nil {

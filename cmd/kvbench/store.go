@@ -52,6 +52,7 @@ type Counters struct {
 	DataBlockReads     uint64
 	Adaptations        uint64
 	FixesDeferred      uint64 // false positives left unfixed (kv.Options.FixRule)
+	FixesDropped       uint64 // fixes the background queue did not take (kv.Options.FixInline)
 	Rebuilds           uint64
 	RemoteReads        uint64
 	FilterBitsPerKey   float64 // in-memory filter bits per table entry
@@ -109,6 +110,7 @@ func (c Counters) Sub(before Counters) Counters {
 	d.DataBlockReads -= before.DataBlockReads
 	d.Adaptations -= before.Adaptations
 	d.FixesDeferred -= before.FixesDeferred
+	d.FixesDropped -= before.FixesDropped
 	d.Rebuilds -= before.Rebuilds
 	d.RemoteReads -= before.RemoteReads
 	d.BytesFlushed -= before.BytesFlushed
@@ -158,6 +160,8 @@ type StoreConfig struct {
 	DirectReads bool
 	// FixRule is kv.Options.FixRule (adaptkv stores).
 	FixRule kv.FixRule
+	// FixInline is kv.Options.FixInline (adaptkv stores).
+	FixInline bool
 }
 
 // ErrUnknownStore is returned for a policy name no store implements.

@@ -35,6 +35,7 @@ func kvOptions(name string, cfg StoreConfig) *kv.Options {
 		TableFormat:              cfg.TableFormat,
 		DirectReads:              cfg.DirectReads,
 		FixRule:                  cfg.FixRule,
+		FixInline:                cfg.FixInline,
 	}
 	if name == "bloom" {
 		opts.Filter = filterpolicy.NewBloom(cfg.BitsPerKey)
@@ -111,6 +112,7 @@ func (s *kvStore) Metrics() (Counters, error) {
 		DataBlockReads:      m.DataBlockReads,
 		Adaptations:         m.Adaptations,
 		FixesDeferred:       m.FixesDeferred,
+		FixesDropped:        m.FixesDropped,
 		Rebuilds:            m.Rebuilds,
 		RemoteReads:         m.RemoteReads,
 		FilterBitsPerKey:    m.FilterBitsPerKey,

@@ -1,11 +1,6 @@
 package stacked
 
-import (
-	"math"
-	"slices"
-
-	"github.com/adaptkv/adaptkv/filterpolicy/filter"
-)
+import "math"
 
 // The planner picks the number of layers (1, 3 or 5), the known negatives
 // to build with (the most counted ones, as in section 3.5, "Number of
@@ -151,23 +146,4 @@ func planFor(n int, bitsPerKey float64, counts []uint64, layers int) plan {
 		}
 	}
 	return best
-}
-
-// mostCounted returns the indices of negs sorted by count, most first
-// (ties by key order, so plans are deterministic).
-func mostCounted(negs []filter.KnownNegative) []int {
-	idx := make([]int, len(negs))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortFunc(idx, func(a, b int) int {
-		switch {
-		case negs[a].Count > negs[b].Count:
-			return -1
-		case negs[a].Count < negs[b].Count:
-			return 1
-		}
-		return a - b
-	})
-	return idx
 }

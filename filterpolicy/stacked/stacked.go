@@ -26,7 +26,6 @@
 package stacked
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -79,51 +78,36 @@ func (k Kind) Params() filter.Params { return filter.Params{P1: uint32(k.bits())
 
 // NewBuilder implements filter.Kind.
 func (k Kind) NewBuilder(o filter.BuildOptions) filter.Builder {
-	return &Builder{kind: k, seed: o.Seed, negs: o.KnownNegatives, hashes: make([]uint64, 0, o.SizeHint)}
+	return &Builder{kind: k, seed: o.Seed, negs: filter.NewAbsentInRange(o.KnownNegatives), hashes: make([]uint64, 0, o.SizeHint)}
 }
 
 // Builder builds one stacked filter; see filter.Builder.
 type Builder struct {
 	kind   Kind
 	seed   uint64
-	hashes []uint64 // of the keys added
-
-	negs []filter.KnownNegative // the build's known negatives, sorted by key
-	next int                    // first of negs not yet merged with the keys
-	last []byte                 // the last key added
-	kept []filter.KnownNegative // known negatives in range and not stored
+	hashes []uint64              // of the keys added
+	negs   *filter.AbsentInRange // the known negatives in range and not stored
 }
 
-// Add implements filter.Builder. Keys arrive sorted and distinct; the
-// known negatives between the previous key and this one are in the
-// table's range and not stored, so they are kept; one equal to key is
-// stored and dropped; those before the first key are out of range.
+// Add implements filter.Builder. Keys arrive sorted and distinct.
 func (b *Builder) Add(key []byte) {
-	for b.next < len(b.negs) && bytes.Compare(b.negs[b.next].Key, key) < 0 {
-		if len(b.hashes) > 0 && bytes.Compare(b.negs[b.next].Key, b.last) > 0 {
-			b.kept = append(b.kept, b.negs[b.next])
-		}
-		b.next++
-	}
-	for b.next < len(b.negs) && bytes.Equal(b.negs[b.next].Key, key) {
-		b.next++
-	}
-	b.last = append(b.last[:0], key...)
+	b.negs.Add(key)
 	b.hashes = append(b.hashes, filter.Hash64(b.seed, key))
 }
 
 // Finish implements filter.Builder. The remote representation is nil: a
 // stacked filter does not adapt.
 func (b *Builder) Finish() ([]byte, []uint64, error) {
-	counts := make([]uint64, len(b.kept))
-	order := mostCounted(b.kept)
+	kept := b.negs.Kept()
+	counts := make([]uint64, len(kept))
+	order := filter.MostCounted(kept)
 	for i, j := range order {
-		counts[i] = b.kept[j].Count
+		counts[i] = kept[j].Count
 	}
 	p := planFor(len(b.hashes), float64(b.kind.bits()), counts, b.kind.layers)
 	negs := make([]uint64, p.negatives)
 	for i := range negs {
-		negs[i] = filter.Hash64(b.seed, b.kept[order[i]].Key)
+		negs[i] = filter.Hash64(b.seed, kept[order[i]].Key)
 	}
 	f := build(b.hashes, negs, p.alphas, b.seed)
 	return f.appendTo(nil), nil, nil

@@ -133,7 +133,7 @@ func TestFalsePositivesFollowTheModel(t *testing.T) {
 				k := Kind{layers: layers}
 				f, _ := buildStack(t, k, n, negs, uint64(layers)*1000+uint64(theta*100))
 				counts := make([]uint64, len(negs))
-				order := mostCounted(negs)
+				order := filter.MostCounted(negs)
 				for i, j := range order {
 					counts[i] = negs[j].Count
 				}
@@ -186,7 +186,7 @@ func TestPlannerPicksLayers(t *testing.T) {
 	for _, theta := range []float64{0.75, 1.25} {
 		negs, _ := zipfNegatives(3, n, 2*n, 1e7, theta)
 		counts := make([]uint64, len(negs))
-		for i, j := range mostCounted(negs) {
+		for i, j := range filter.MostCounted(negs) {
 			counts[i] = negs[j].Count
 		}
 		p := planFor(n, 12, counts, 0)

@@ -21,8 +21,6 @@
 package knownneg
 
 import (
-	"bytes"
-	"cmp"
 	"math"
 	"math/bits"
 	"math/rand/v2"
@@ -411,19 +409,6 @@ func (s *Sketch) Snapshot() List {
 	return l
 }
 
-// InRange returns the sub-list of keys in [smallest, largest] (user keys).
-func (l List) InRange(smallest, largest []byte) List {
-	lo, _ := slices.BinarySearchFunc(l, smallest, func(e filter.KnownNegative, k []byte) int { return bytes.Compare(e.Key, k) })
-	hi, found := slices.BinarySearchFunc(l, largest, func(e filter.KnownNegative, k []byte) int { return bytes.Compare(e.Key, k) })
-	if found {
-		hi++
-	}
-	if hi < lo {
-		return nil
-	}
-	return l[lo:hi:hi]
-}
-
 // Repeated returns the entries of the list counted more than once at the
 // sketch's sampling: a count above the weight of one counted miss. A key
 // seen once (an existence check, a calibration pass) is not a pattern
@@ -437,28 +422,6 @@ func (s *Sketch) Repeated(l List) List {
 		}
 	}
 	return out
-}
-
-// MostCounted returns the list if it has at most n keys, else a new list
-// of its n most counted keys, sorted by key.
-func (l List) MostCounted(n int) List {
-	if len(l) <= n {
-		return l
-	}
-	top := slices.Clone(l)
-	slices.SortFunc(top, func(a, b filter.KnownNegative) int { return cmp.Compare(b.Count, a.Count) })
-	top = top[:n]
-	slices.SortFunc(top, func(a, b filter.KnownNegative) int { return bytes.Compare(a.Key, b.Key) })
-	return top
-}
-
-// Keys returns the list's keys.
-func (l List) Keys() [][]byte {
-	keys := make([][]byte, len(l))
-	for i, e := range l {
-		keys[i] = e.Key
-	}
-	return keys
 }
 
 // hash is the sketch's key hash (set index and tag).
