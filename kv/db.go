@@ -292,8 +292,13 @@ func Open(dir string, opts *Options) (*DB, error) {
 	// The table cache owns the block cache's reference (see tableCache).
 	db.tc = newTableCache(db.readFS, dir, pebble.NewCache(o.BlockCacheSize), o.MaxOpenFiles, o.ReadOnly)
 	db.openKnownNegatives() // before recovery: its flush uses them
-	if o.FixRule == FixRepeated && db.kn != nil {
-		db.tc.fixGate = db.fixNow // before any table is opened
+	if db.kn != nil {       // before any table is opened
+		switch o.FixRule {
+		case FixRepeated:
+			db.tc.fixGate = db.fixRepeated
+		case FixAuto:
+			db.tc.fixGate = db.fixAuto
+		}
 	}
 	if !o.FixInline {
 		db.tc.startFixes()

@@ -59,10 +59,18 @@ func (db *DB) saveKnownNegatives() error {
 // none). The store works without them: it starts with an empty record.
 func (db *DB) KnownNegativesError() error { return db.knErr }
 
-// fixNow is the table cache's sstable.ReaderOptions.FixFalsePositive
+// fixRepeated is the table cache's sstable.ReaderOptions.FixFalsePositive
 // under FixRepeated: fix a false positive only if the known-negative
 // record holds its key (asked before).
-func (db *DB) fixNow(key []byte) bool { return db.kn.Contains(key) }
+func (db *DB) fixRepeated(key []byte) bool { return db.kn.Contains(key) }
+
+// fixAuto is the gate under FixAuto: FixEvery while most absent keys
+// repeat, FixRepeated while most are new (knownneg.Sketch.NewShare). A
+// fix pays when its key comes back; the share of new keys says whether
+// they do.
+func (db *DB) fixAuto(key []byte) bool {
+	return db.kn.NewShare() < 0.5 || db.kn.Contains(key)
+}
 
 // recordAbsent notes a Get that consulted at least one table and found
 // key absent.

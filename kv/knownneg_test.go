@@ -98,7 +98,20 @@ func TestFixesSurviveCompaction(t *testing.T) {
 				fixed := askAbsent(t, db, absent)
 				knFill(t, db, present, present+present/3)
 				require.NoError(t, db.Compact(nil, nil))
-				after := askAbsent(t, db, absent)
+				// The keys the record holds and those it lost (sets of its
+				// sketch that overflowed), asked apart.
+				var afterHeld uint64
+				if db.kn != nil {
+					before := db.Metrics().FalsePositiveProbes
+					for i := 0; i < absent; i++ {
+						if k := knKey(2*i + 1); db.kn.Contains(k) {
+							_, err := db.Get(k)
+							require.ErrorIs(t, err, ErrNotFound)
+						}
+					}
+					afterHeld = db.Metrics().FalsePositiveProbes - before
+				}
+				after := askAbsent(t, db, absent) + afterHeld // the held keys again cost nothing new
 				m := db.Metrics()
 				t.Logf("first sight %d false positives, after %d rounds %d; after new data and a full compaction %d (pre-adaptations %d of %d checks, %d known negatives, %d KiB)",
 					first, rounds, fixed, after, m.PreAdaptations, m.PreAdaptChecks, m.KnownNegatives, m.KnownNegativeBytes>>10)
@@ -109,12 +122,18 @@ func TestFixesSurviveCompaction(t *testing.T) {
 					require.LessOrEqual(t, fixed, first/100+1, "the filters fixed the hot keys")
 				}
 				if record {
-					// Which keys the record misses (sets of its sketch
-					// that overflow) depends on its seed, fixed here
-					// (knownNegSeed), so the outcome is the README's: at
-					// most 7% of first sight's false positives come back
-					// (3-6% measured, 0-1% with -short).
-					require.LessOrEqual(t, after*100, first*7, "at least 93%% of the fixes survive the compaction")
+					// The keys the record holds were fixed as the new
+					// tables were built (the budget cuts none here; a
+					// few stay: aprefix's fix cap, a stacked filter's
+					// negative layers, cuckoo moves); the keys it lost
+					// (about 2% of them, with this seed) pay again. In
+					// all, 3-9% of first sight's false positives come
+					// back (0-1% with -short): which ones depends on the
+					// tables' seeds, drawn in the order flushes and
+					// compactions make them.
+					t.Logf("of the held keys %d", afterHeld)
+					require.LessOrEqual(t, afterHeld*100, first*5+200, "the held keys' fixes survive the compaction")
+					require.LessOrEqual(t, after*100, first*12, "at least 88%% of the fixes survive the compaction")
 					if policy != "stacked" {
 						require.Positive(t, m.PreAdaptations)
 					}
@@ -289,4 +308,73 @@ func TestFixRepeated(t *testing.T) {
 	require.Positive(t, db2.Metrics().Adaptations)
 
 	require.ErrorIs(t, (&Options{FixRule: 9}).Validate(), ErrInvalidOptions)
+}
+
+// TestFixAuto: under FixAuto a false positive is fixed at first
+// sight while absent keys repeat (new keys among hot ones are fixed at
+// once), deferred while they do not (a stream of keys asked once costs
+// no fix), and fixed at first sight again once the hot keys are back.
+// Stored keys are found throughout.
+func TestFixAuto(t *testing.T) {
+	const present, hot = 100_000, 2_000
+	db := knStore(t, &Options{FS: vfs.NewMem(), Filter: seededPolicy(t, "taf", 4), FixRule: FixAuto, knownNegSeed: 4}, present)
+	defer db.Close()
+	type counts struct{ fp, fixed, deferred uint64 }
+	measure := func(ask func()) counts {
+		m0 := db.Metrics()
+		ask()
+		db.tc.waitFixes()
+		m := db.Metrics()
+		return counts{m.FalsePositiveProbes - m0.FalsePositiveProbes, m.Adaptations - m0.Adaptations, m.FixesDeferred - m0.FixesDeferred}
+	}
+	get := func(i int) {
+		_, err := db.Get(knKey(2*i + 1))
+		require.ErrorIs(t, err, ErrNotFound)
+	}
+	hotRounds := func(n int) {
+		for range n {
+			for i := range hot {
+				get(i)
+			}
+		}
+	}
+	// New keys among hot ones: one in ten is new.
+	mixed := func(from, n int) counts {
+		return measure(func() {
+			for i := from; i < from+n; i++ {
+				get(i)
+				for j := range 9 {
+					get((i*9 + j) % hot)
+				}
+			}
+		})
+	}
+	hotRounds(8) // the record learns the hot keys; their false positives are fixed
+	c := mixed(100_000, 20_000)
+	t.Logf("new keys among hot ones: %+v", c)
+	require.Greater(t, c.fp, uint64(20))
+	require.Zero(t, c.deferred, "fixed at first sight")
+	// A hot key asked again before its queued fix ran is a false positive
+	// twice and fixed once.
+	require.GreaterOrEqual(t, c.fixed*10, c.fp*9, "fixed at first sight")
+
+	c = measure(func() {
+		for i := 200_000; i < 260_000; i++ {
+			get(i)
+		}
+	})
+	t.Logf("keys asked once: %+v", c)
+	require.Greater(t, c.fp, uint64(100))
+	require.GreaterOrEqual(t, c.deferred, c.fp*7/10, "deferred once the record sees mostly new keys")
+	require.LessOrEqual(t, c.fixed+c.deferred, c.fp)
+
+	hotRounds(8)
+	c = mixed(300_000, 20_000)
+	t.Logf("new keys among hot ones again: %+v", c)
+	require.Zero(t, c.deferred, "fixed at first sight again")
+	require.GreaterOrEqual(t, c.fixed*10, c.fp*9, "fixed at first sight again")
+	for i := 0; i < present; i += 3 {
+		_, err := db.Get(knKey(2 * i))
+		require.NoError(t, err)
+	}
 }

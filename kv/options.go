@@ -142,14 +142,24 @@ type Options struct {
 	// target whose tables are not busy), e.g. L0 into the base level while
 	// the base level compacts into the next. Default 2.
 	MaxConcurrentCompactions int
-	// FixRule says which false positives an adaptive filter fixes at once
-	// (a fix reads the table's remote section: on cold storage a device
-	// read). FixEvery (the default): every one, the adaptive filters'
-	// guarantee that a repeated key is a false positive once per table.
-	// FixRepeated: only a key the known-negative record holds (it was
-	// asked before and sampled, see KnownNegatives), so a key asked once
-	// costs its probe and no remote read, and a repeated key is fixed at
-	// its second or a later sight; with the record off it is FixEvery.
+	// FixRule says which false positives an adaptive filter fixes (a fix
+	// reads the table's remote section: on cold storage a device read).
+	// FixEvery (the default): every one, the adaptive filters' guarantee
+	// that a repeated key is a false positive once per table. FixRepeated:
+	// only a key the known-negative record holds (it was asked before and
+	// sampled, see KnownNegatives), so a key asked once costs its probe
+	// and no remote read, and a repeated key is fixed at its second or a
+	// later sight. FixAuto chooses between the two by what the absent Gets
+	// do: while most absent keys repeat (fewer than half of the last 4096
+	// or so recorded were new to the record) it fixes every false
+	// positive; while most are new, only those of keys asked before. It
+	// fixes no more than FixEvery and wastes at most about twice
+	// FixEvery's probes on a key (fixed at its second or third sight: the
+	// record samples), the ski-rental bound. On cold storage with absent
+	// keys that do not repeat it spares the fixes' device reads; where
+	// they repeat, its wasted probes cost more than the fixes it spares
+	// (figures in docs/BENCHMARKS.md). With the record off every rule is
+	// FixEvery.
 	FixRule FixRule
 	// FixInline makes the Get that meets a false positive fix it before
 	// it returns (the remote read and the adaptation on the Get's time).
@@ -192,11 +202,14 @@ type Options struct {
 type FixRule uint8
 
 const (
-	// FixEvery fixes every false positive at once (the default).
+	// FixEvery fixes every false positive (the default).
 	FixEvery FixRule = iota
 	// FixRepeated fixes the false positives of keys the known-negative
 	// record holds.
 	FixRepeated
+	// FixAuto fixes every false positive while absent keys repeat, and
+	// only those of keys asked before while they do not.
+	FixAuto
 )
 
 // defaultIntraL0Ratio: L0 tables holding less than a quarter of the bytes
@@ -264,7 +277,7 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: KnownNegatives %d > %d", ErrInvalidOptions, r.KnownNegatives, MaxKnownNegatives)
 	case !r.TableFormat.Valid():
 		return fmt.Errorf("%w: TableFormat %v", ErrInvalidOptions, r.TableFormat)
-	case r.FixRule > FixRepeated:
+	case r.FixRule > FixAuto:
 		return fmt.Errorf("%w: FixRule %d", ErrInvalidOptions, r.FixRule)
 	case r.DirectReads && r.FS != nil && r.FS != vfs.Default:
 		return fmt.Errorf("%w: DirectReads needs the operating system's file system (FS nil or vfs.Default)", ErrInvalidOptions)

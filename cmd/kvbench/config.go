@@ -78,11 +78,14 @@ func configRows(cfg StoreConfig) []configRow {
 }
 
 // fixRules are -fix's values.
-var fixRules = map[string]kv.FixRule{"every": kv.FixEvery, "repeated": kv.FixRepeated}
+var fixRules = map[string]kv.FixRule{"auto": kv.FixAuto, "every": kv.FixEvery, "repeated": kv.FixRepeated}
 
 func fixRuleText(r kv.FixRule, inline bool) string {
 	which, when := "every one", "in the background"
-	if r == kv.FixRepeated {
+	switch r {
+	case kv.FixAuto:
+		which = "every one while absent keys repeat, else those of keys asked before (FixAuto)"
+	case kv.FixRepeated:
 		which = "those of keys asked before (FixRepeated)"
 	}
 	if inline {

@@ -134,7 +134,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.calibrate, "calibrate", 20000, "fresh keys per calibration pass (eps and checks per Get for the FP bound)")
 	fs.IntVar(&o.repeat, "repeat", 1, "run everything N times, run i with seed -seed+i and the stores in an order rotated by i*stores/N;\nthe table shows each figure's median over the runs (ops/s and FP/1k gets with their min-max), -json and -csv every run's rows")
 	fs.BoolVar(&o.direct, "direct", false, "cold storage: every store reads its tables around the OS page cache (O_DIRECT; kv.Options.DirectReads,\nthe Pebble peers through the same reads), so the block cache is the only cache; Linux")
-	fs.StringVar(&o.fixRule, "fix", "every", "which false positives the adaptkv stores' adaptive filters fix at once (kv.Options.FixRule):\nevery, or repeated (keys the known-negative record holds)")
+	fs.StringVar(&o.fixRule, "fix", "every", "which false positives the adaptkv stores' adaptive filters fix (kv.Options.FixRule): every, repeated (keys\nthe known-negative record holds), or auto (every one while absent keys repeat, else those of keys asked before)")
 	fs.BoolVar(&o.fixInline, "fix-inline", false, "the adaptkv stores' Gets make their fixes themselves (kv.Options.FixInline) instead of queueing them\nto the store's background goroutine")
 	fs.BoolVar(&o.quiet, "q", false, "no progress bars")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof)")
@@ -158,7 +158,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("-table-format: %w", err)
 	}
 	if _, ok := fixRules[o.fixRule]; !ok {
-		return fmt.Errorf("-fix %q: want every or repeated", o.fixRule)
+		return fmt.Errorf("-fix %q: want every, repeated or auto", o.fixRule)
 	}
 	if !(o.target == 0 || (o.target >= 1 && o.target <= 1e9)) {
 		return fmt.Errorf("-target %v: want 0 (unthrottled) or operations per second in [1, 1e9]", o.target)

@@ -17,7 +17,9 @@
 // counted one writes one line of counts). Counts age: every
 // 8 x capacity counted queries (or up to 1/8 more, see age) they are
 // halved, so keys that stop being asked fall behind the keys of a shifted
-// workload and are replaced.
+// workload and are replaced. The sketch also tells whether absent keys
+// repeat (NewShare: the share of recent absent Gets whose key it did not
+// hold), which the store's FixAuto rule reads.
 package knownneg
 
 import (
@@ -104,6 +106,15 @@ type Sketch struct {
 	counts   []countSet      // per set
 	counted  striped.Counter // counted weight since the last aging (striped: every sampled hit adds)
 	held     atomic.Int64    // slots in use
+	// aged is the counted weight of the aging periods past (under mu) and
+	// missed the counted weight of the misses taken (keys not held), both
+	// since New: NewShare's window reads them.
+	aged, missed atomic.Uint64
+	share        struct {
+		sync.Mutex
+		counted, missed uint64  // at the start of the current window
+		last            float64 // the last full window's share
+	}
 
 	mu       sync.Mutex
 	keys     []string // per slot (set*ways + way); under mu
@@ -207,6 +218,7 @@ func (s *Sketch) Record(key []byte) {
 	}
 	weight := uint64(every * s.sampling.MissEvery)
 	s.insertLocked(h, key, weight, true)
+	s.missed.Add(weight)
 	s.mu.Unlock()
 	s.age(weight)
 }
@@ -269,7 +281,29 @@ func (s *Sketch) age(weight uint64) {
 			c.Store(c.Load() / 2)
 		}
 	}
+	s.aged.Add(uint64(s.counted.Load()))
 	s.counted.Reset()
+}
+
+// shareWindow is the counted weight (about the absent Gets recorded) over
+// which NewShare measures.
+const shareWindow = 4096
+
+// NewShare returns the share of the absent Gets recorded over the last
+// full window of about 4096 (sampled as Record samples) whose key the
+// sketch did not hold: near 0 while absent keys repeat, near 1 while they
+// do not. It is 0 until the first window is full. Cheap enough for every
+// false positive, not for every Get.
+func (s *Sketch) NewShare() float64 {
+	s.share.Lock()
+	defer s.share.Unlock()
+	counted := s.aged.Load() + uint64(s.counted.Load())
+	if d := counted - s.share.counted; d >= shareWindow && counted > s.share.counted {
+		missed := s.missed.Load()
+		s.share.last = min(float64(missed-s.share.missed)/float64(d), 1)
+		s.share.counted, s.share.missed = counted, missed
+	}
+	return s.share.last
 }
 
 // insertLocked counts key (hash h) weight times, the Space-Saving update
