@@ -37,8 +37,8 @@ func PreAdaptBudget(tableKeys uint64) int { return max(4096, int(min(4*tableKeys
 
 // preAdapt fixes, in the adaptive filter whose just-built local state and
 // remote words are given, the false positives among negs (known negatives
-// in the table's range that it does not hold, sorted by key), the most
-// counted first up to PreAdaptBudget. It returns the local state to write:
+// in the table's range that it does not hold, sorted by key): all of them
+// within PreAdaptBudget, else the most counted. It returns the local state to write:
 // the adapted one, or local itself when nothing was fixed or the filter
 // could not be decoded (pre-adaptation is a hint: the block is correct
 // without it).

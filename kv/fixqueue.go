@@ -55,8 +55,8 @@ func (tc *tableCache) startFixes() {
 	go tc.runFixes(q)
 }
 
-// push queues f unless the queue is full (or force) or closed, waking the
-// goroutine if it sleeps.
+// push queues f, waking the goroutine if it sleeps; it refuses when the
+// queue is closed, or full and not force.
 func (q *fixQueue) push(f queuedFix, force bool) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
