@@ -192,14 +192,22 @@ func (r *Reader) fixQueued(key []byte) {
 	}
 }
 
-// fix adapts the filter to key, a false positive.
+// fix adapts the filter to key, a false positive of the read path.
 func (t *tableFilter) fix(key []byte) {
+	if t.adapt(key) {
+		t.adaptations.Add(1)
+	}
+}
+
+// adapt adapts the filter to key, a false positive, and reports whether it
+// did; a failure is counted and kept for LastAdaptError.
+func (t *tableFilter) adapt(key []byte) bool {
 	if err := t.adaptive.Adapt(key); err != nil {
 		t.adaptErrors.Add(1)
 		t.lastAdaptErr.Store(&err)
-		return
+		return false
 	}
-	t.adaptations.Add(1)
+	return true
 }
 
 // FilterError reports why the table's filter block could not be used (nil

@@ -56,10 +56,8 @@ func (r *Reader) PreAdapt(keys [][]byte) (PreAdaptResult, error) {
 		if held {
 			continue
 		}
-		if aerr := r.adaptive.Adapt(key); aerr != nil {
+		if !r.adapt(key) {
 			res.Failed++
-			r.adaptErrors.Add(1)
-			r.lastAdaptErr.Store(&aerr)
 			continue
 		}
 		res.Fixed++

@@ -44,9 +44,9 @@ type ReaderOptions struct {
 	Sequential bool
 	// ClosedByOwner says that the caller never calls Close while another
 	// call on the Reader runs: it holds a reference of its own across
-	// each lookup, iterator construction, pre-adaptation and state save,
-	// and closes the Reader only once none is held (kv's table cache
-	// does). The Reader then skips the in-flight registration Close
+	// each lookup, iterator construction, pre-adaptation, queued fix
+	// (QueueFix) and state save, and closes the Reader only once none is
+	// held (kv's table cache does). The Reader then skips the in-flight registration Close
 	// would otherwise wait for: two atomic adds on a shared stripe per
 	// lookup. A call that starts after Close still fails with ErrClosed.
 	ClosedByOwner bool
