@@ -16,8 +16,9 @@ import (
 // once none came for fixParkAfter; the first fix after that wakes it. A key
 // asked again before its fix runs costs its probe again; a fix that finds
 // the queue full, or its table being closed, is dropped and counted
-// (Metrics.FixesDropped), and the key is fixed when it comes back.
-// Options.FixInline turns the queue off.
+// (Metrics.FixesDropped), and the key is fixed when it comes back. Close
+// runs the fixes still queued (at most fixQueueSize), so their
+// adaptations are saved. Options.FixInline turns the queue off.
 
 const (
 	// fixQueueSize bounds the fixes waiting to run (about 40 bytes each
@@ -36,7 +37,7 @@ type fixQueue struct {
 	mu      sync.Mutex
 	pending []queuedFix
 	parked  bool // the goroutine waits on wake
-	closed  bool // stopFixes ran: nothing more is queued, pending is dropped
+	closed  bool // stopFixes ran: nothing more is queued, pending runs once more
 	wake    chan struct{}
 	done    chan struct{} // closed when the goroutine has ended
 }
@@ -106,9 +107,7 @@ func (tc *tableCache) runFixes(q *fixQueue) {
 				f.fix()
 				continue
 			}
-			if !closed {
-				f.fix()
-			}
+			f.fix() // at Close too: what a Get queued lands, as it would inline
 			tc.release(f.h)
 			batch[i] = queuedFix{}
 		}
@@ -122,7 +121,7 @@ func (tc *tableCache) runFixes(q *fixQueue) {
 	}
 }
 
-// stopFixes drops the fixes still queued, releases their tables and ends
+// stopFixes runs the fixes still queued, releases their tables and ends
 // the goroutine (closeAll, before it closes the readers; not under mu, which
 // releases may take).
 func (tc *tableCache) stopFixes() {

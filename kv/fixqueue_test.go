@@ -52,7 +52,7 @@ func TestFixesInBackground(t *testing.T) {
 }
 
 // TestFixQueueFullAndClose: while the queue's goroutine is held, fixes
-// beyond the queue's size are dropped and counted; Close drops the fixes
+// beyond the queue's size are dropped and counted; Close runs the fixes
 // still queued and releases their tables (the store closes, a reopened one
 // reads every key), and a dropped fix is made when its key comes back.
 func TestFixQueueFullAndClose(t *testing.T) {
@@ -81,7 +81,7 @@ func TestFixQueueFullAndClose(t *testing.T) {
 	require.Equal(t, m.FalsePositiveProbes-fixQueueSize, m.FixesDropped, "the queue takes %d", fixQueueSize)
 	require.Zero(t, m.Adaptations, "nothing ran yet")
 
-	// Close while fixes are queued: they are dropped, their tables released.
+	// Close while fixes are queued: they run, their tables are released.
 	closed := make(chan error)
 	go func() { closed <- db.Close() }()
 	close(hold)

@@ -301,7 +301,7 @@ func runModel(t *testing.T, policy string, seed uint64, nops int) {
 				require.NoError(t, s.s.Close())
 			}
 			snaps = nil
-			db.tc.waitFixes() // a fix still queued at Close is dropped
+			db.tc.waitFixes() // the fixes queued so far are counted
 			adaptations += db.Metrics().Adaptations
 			require.NoError(t, db.Close(), ctx())
 			db = nil
@@ -324,7 +324,7 @@ func runModel(t *testing.T, policy string, seed uint64, nops int) {
 				require.NoError(t, s.s.Close())
 			}
 			snaps = nil
-			db.tc.waitFixes() // a fix still queued at Close is dropped
+			db.tc.waitFixes() // the fixes queued so far are counted
 			adaptations += db.Metrics().Adaptations
 			_ = db.Close() // the old store lives on the old file system
 			fs = crashFS

@@ -178,18 +178,23 @@ func (r *Reader) falsePositive(key []byte) {
 	}
 }
 
-// fixQueued makes a fix QueueFix took. The key may have been fixed since
-// (it came back, and was queued again, before the first fix ran): a key
-// the filter now answers absent for needs nothing.
+// fixQueued makes a fix QueueFix took. The filter may answer absent for
+// the key by now (it came back and was queued again before the first fix
+// ran, or another fix fixed it too): that false positive is fixed without
+// a call to Adapt, and counted as the Get's own fix would have been, so
+// every false positive let through is an adaptation, dropped, or an error,
+// as with fixes made by the Get.
 func (r *Reader) fixQueued(key []byte) {
 	sh := r.enter()
 	if sh == nil {
 		return
 	}
 	defer r.exit(sh)
-	if r.filter.MayContain(key) {
-		r.fix(key)
+	if !r.filter.MayContain(key) {
+		r.adaptations.Add(1)
+		return
 	}
+	r.fix(key)
 }
 
 // fix adapts the filter to key, a false positive of the read path.
