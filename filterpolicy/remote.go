@@ -15,13 +15,17 @@ import (
 // block, read on demand with one positioned read of the 64-slot chunks a
 // request covers (they are contiguous: one I/O, not one per chunk). Every
 // chunk's checksum is verified; a mismatch, a short read or an
-// out-of-range request gives an error wrapping adaptive.ErrRemote. It is
-// safe for concurrent use.
+// out-of-range request gives an error wrapping adaptive.ErrRemote. With a
+// RemoteCache (SetCache), a request whose chunks are all cached reads no
+// file, and the chunks a read verified are cached. It is safe for
+// concurrent use.
 type BlockRemote struct {
 	r     io.ReaderAt
 	off   int64 // file offset of the remote section
 	slots int
 	seed  uint64
+	id    uint64
+	cache *RemoteCache
 	reads atomic.Uint64
 	bufs  sync.Pool
 }
@@ -34,13 +38,19 @@ func NewBlockRemote(r io.ReaderAt, blockOffset int64, h Header) *BlockRemote {
 		off:   blockOffset + int64(h.LocalEnd()),
 		slots: h.RemoteSlots,
 		seed:  h.Seed,
+		id:    remoteIDs.Add(1),
 	}
 }
+
+// SetCache makes br read through c (nil: no cache). Call it before the
+// first ReadSlots.
+func (br *BlockRemote) SetCache(c *RemoteCache) { br.cache = c }
 
 // Slots returns the number of slots in the remote representation.
 func (br *BlockRemote) Slots() int { return br.slots }
 
-// Reads returns the number of reads issued so far (one per ReadSlots).
+// Reads returns the number of file reads issued so far: one per ReadSlots
+// that the cache did not serve.
 func (br *BlockRemote) Reads() uint64 { return br.reads.Load() }
 
 const chunkBytes = RemoteChunkSlots*8 + 4
@@ -55,6 +65,9 @@ func (br *BlockRemote) ReadSlots(first int, dst []uint64) error {
 	}
 	last := first + len(dst) - 1
 	c0, c1 := first/RemoteChunkSlots, last/RemoteChunkSlots
+	if br.cache != nil && br.fromCache(first, last, c0, c1, dst) {
+		return nil
+	}
 	lastSlots := min(RemoteChunkSlots, br.slots-c1*RemoteChunkSlots) // the last chunk may be short
 	size := (c1-c0)*chunkBytes + lastSlots*8 + 4
 	bp, _ := br.bufs.Get().(*[]byte)
@@ -76,6 +89,13 @@ func (br *BlockRemote) ReadSlots(first int, dst []uint64) error {
 		if c := chunkChecksum(uint32(chunk), br.seed, tails); c != binary.LittleEndian.Uint32(b[n*8:]) {
 			return fmt.Errorf("%w: checksum mismatch in remote chunk %d", adaptive.ErrRemote, chunk)
 		}
+		if br.cache != nil {
+			var words [RemoteChunkSlots]uint64
+			for i := range n {
+				words[i] = binary.LittleEndian.Uint64(tails[i*8:])
+			}
+			br.cache.put(chunkKey{br.id, uint32(chunk)}, words[:n])
+		}
 		from := max(first, lo)
 		to := min(last+1, lo+n)
 		for s := from; s < to; s++ {
@@ -83,6 +103,19 @@ func (br *BlockRemote) ReadSlots(first int, dst []uint64) error {
 		}
 	}
 	return nil
+}
+
+// fromCache fills dst with slots [first, last] from the cached chunks
+// c0..c1, or reports false when one of them is not cached.
+func (br *BlockRemote) fromCache(first, last, c0, c1 int, dst []uint64) bool {
+	for chunk := c0; chunk <= c1; chunk++ {
+		lo := chunk * RemoteChunkSlots
+		from, to := max(first, lo), min(last+1, lo+RemoteChunkSlots)
+		if !br.cache.copyOut(chunkKey{br.id, uint32(chunk)}, lo, from, to, first, dst) {
+			return false
+		}
+	}
+	return true
 }
 
 // noRemote is the remote of a filter opened without one: every read fails,

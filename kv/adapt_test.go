@@ -203,3 +203,48 @@ func TestReadOnlyKeepsAdaptiveState(t *testing.T) {
 	require.NoError(t, db.Close())
 	require.Equal(t, before, files(), "a read-only session changed files")
 }
+
+// TestRemoteCacheSavesReads: aprefix's fix reads its bin's two index words,
+// then the bin's words. With the remote cache (the default) the index
+// chunks stay cached, so a fix costs at most about one file read (none when
+// its bin's words were read before); without it
+// (RemoteCacheSize < 0) two. Every absent key is asked once, so each fix
+// is of a new key.
+func TestRemoteCacheSavesReads(t *testing.T) {
+	readsPerFix := map[bool]float64{}
+	for _, cached := range []bool{false, true} {
+		opts := &Options{FS: vfs.NewMem(), FilterPolicy: "aprefix", FixInline: true, KnownNegatives: -1}
+		if !cached {
+			opts.RemoteCacheSize = -1
+		}
+		db, err := Open("db", opts)
+		require.NoError(t, err)
+		const n = 50_000
+		for i := range n {
+			require.NoError(t, db.Set(stateTestKey(i), []byte("v"), NoSync))
+		}
+		require.NoError(t, db.Compact(nil, nil))
+		m0 := db.Metrics()
+		for i := range 300_000 {
+			_, err := db.Get(stateTestKey(n + i))
+			require.ErrorIs(t, err, ErrNotFound)
+		}
+		m := db.Metrics()
+		fixes := m.Adaptations - m0.Adaptations
+		require.Greater(t, fixes, uint64(300), "about 0.4%% of absent Gets are false positives")
+		readsPerFix[cached] = float64(m.RemoteReads-m0.RemoteReads) / float64(fixes)
+		if cached {
+			require.Positive(t, m.RemoteCacheHits)
+		} else {
+			require.Zero(t, m.RemoteCacheHits+m.RemoteCacheMisses)
+		}
+		for i := range n {
+			_, err := db.Get(stateTestKey(i))
+			require.NoError(t, err)
+		}
+		require.NoError(t, db.Close())
+	}
+	t.Logf("remote file reads per fix: %.2f without the cache, %.2f with it", readsPerFix[false], readsPerFix[true])
+	require.GreaterOrEqual(t, readsPerFix[false], 1.95)
+	require.LessOrEqual(t, readsPerFix[true], 1.3)
+}

@@ -291,6 +291,9 @@ func Open(dir string, opts *Options) (*DB, error) {
 	go db.deleteLoop()
 	// The table cache owns the block cache's reference (see tableCache).
 	db.tc = newTableCache(db.readFS, dir, pebble.NewCache(o.BlockCacheSize), o.MaxOpenFiles, o.ReadOnly)
+	if policy.Adaptive() && o.RemoteCacheSize > 0 {
+		db.tc.useRemoteCache(o.RemoteCacheSize)
+	}
 	db.openKnownNegatives() // before recovery: its flush uses them
 	if db.kn != nil {       // before any table is opened
 		switch o.FixRule {

@@ -49,7 +49,7 @@
 // # Filter policy
 //
 // Options.FilterPolicy names a policy of the filterpolicy registry; the
-// default is "taf" (the telescoping adaptive filter). Options.Filter, when
+// default is "aprefix" (the adaptive prefix filter). Options.Filter, when
 // set, overrides it.
 //
 // # Durability

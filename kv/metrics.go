@@ -43,8 +43,12 @@ type Metrics struct {
 	Adaptations uint64
 	// Rebuilds counts adaptive filter block rebuilds.
 	Rebuilds uint64
-	// RemoteReads counts reads of the tables' remote representations.
+	// RemoteReads counts file reads of the tables' remote representations
+	// (fixes' reads the remote cache served are not counted).
 	RemoteReads uint64
+	// RemoteCacheHits and RemoteCacheMisses count the remote chunks fixes
+	// looked up in the remote cache (Options.RemoteCacheSize).
+	RemoteCacheHits, RemoteCacheMisses uint64
 	// PreAdaptations counts false positives fixed among the known
 	// negatives as a flush or compaction built a new table's filter, from
 	// the hash words in memory (no read of the table; not counted in
@@ -181,6 +185,9 @@ func (db *DB) Metrics() Metrics {
 	m.Adaptations = sum.Adaptations
 	m.Rebuilds = sum.Rebuilds
 	m.RemoteReads = sum.RemoteReads
+	if rc := db.tc.remote; rc != nil {
+		m.RemoteCacheHits, m.RemoteCacheMisses = rc.Hits(), rc.Misses()
+	}
 	m.PreAdaptations = sum.PreAdaptations + db.preAdaptations.Load()
 	m.PreAdaptChecks = sum.PreAdaptChecks + db.preAdaptChecks.Load()
 	m.FixesDeferred = sum.FixesDeferred

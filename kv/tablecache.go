@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/adaptkv/adaptkv/filterpolicy"
 	"github.com/adaptkv/adaptkv/kv/internal/striped"
 	"github.com/adaptkv/adaptkv/sstable"
 	"github.com/cockroachdb/pebble/v2"
@@ -37,8 +38,11 @@ type tableCache struct {
 	cache    *pebble.Cache
 	max      int
 	readOnly bool
-	fixGate  func(key []byte) bool // sstable.ReaderOptions.FixFalsePositive; set before use
-	fixes    *fixQueue             // nil: fixes made by the Gets (Options.FixInline); set before use
+	fixGate  func(key []byte) bool     // sstable.ReaderOptions.FixFalsePositive; set before use
+	fixes    *fixQueue                 // nil: fixes made by the Gets (Options.FixInline); set before use
+	remote   *filterpolicy.RemoteCache // nil: none; set before use
+	// unreserve gives the remote cache's bytes back to the block cache.
+	unreserve func()
 
 	// snap is a copy of m for lock-free lookups.
 	snap atomic.Pointer[map[uint64]*tcEntry]
@@ -174,7 +178,7 @@ func (tc *tableCache) getSlow(fn uint64) (tcHandle, error) {
 	// spares each lookup the reader's own in-flight registration.
 	ro := sstable.ReaderOptions{Cache: tc.cache, FileNum: fn,
 		StatePath: tc.fs.PathJoin(tc.dir, stateFileName(fn)), StateReadOnly: tc.readOnly,
-		ClosedByOwner: true, FixFalsePositive: tc.fixGate}
+		ClosedByOwner: true, FixFalsePositive: tc.fixGate, RemoteCache: tc.remote}
 	if tc.fixes != nil {
 		ro.QueueFix = func(fix func()) bool { return tc.queueFix(e, fix) }
 	}
@@ -282,7 +286,19 @@ func (tc *tableCache) readerClosedLocked() {
 func (tc *tableCache) releaseBlockCacheLocked() {
 	if tc.closed && tc.readers == 0 && !tc.cacheReleased {
 		tc.cacheReleased = true
+		if tc.unreserve != nil {
+			tc.unreserve()
+		}
 		tc.cache.Unref()
+	}
+}
+
+// useRemoteCache takes size bytes of the block cache for a cache of remote
+// chunks every reader opened after it shares.
+func (tc *tableCache) useRemoteCache(size int64) {
+	tc.remote = filterpolicy.NewRemoteCache(size)
+	if tc.remote != nil {
+		tc.unreserve = tc.cache.Reserve(int(tc.remote.Capacity()))
 	}
 }
 

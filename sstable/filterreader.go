@@ -28,6 +28,7 @@ type tableFilter struct {
 	stateReadOnly bool
 	tableSize     uint64
 	fixGate       func(key []byte) bool // ReaderOptions.FixFalsePositive
+	remoteCache   *filterpolicy.RemoteCache
 
 	filter    filterpolicy.Filter         // nil: no filter
 	adaptive  filterpolicy.AdaptiveFilter // nil: static or no filter
@@ -117,6 +118,7 @@ func (t *tableFilter) load(file vfs.File, filters []psst.NamedBlockHandle) error
 	block = block[:h.LocalEnd()]
 	if h.HasRemote {
 		t.remote = filterpolicy.NewBlockRemote(file, off, h)
+		t.remote.SetCache(t.remoteCache)
 	}
 	var rem adaptive.Remote
 	if t.remote != nil {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/adaptkv/adaptkv/filterpolicy"
 	"github.com/adaptkv/adaptkv/internal/stripe"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage"
@@ -66,6 +67,9 @@ type ReaderOptions struct {
 	// open as it does for a lookup (a function that runs after Close does
 	// nothing). nil: every fix is made by the lookup that met it.
 	QueueFix func(fix func()) bool
+	// RemoteCache, if set, keeps the remote chunks fixes read, shared
+	// with other readers: a fix whose chunks are cached reads no file.
+	RemoteCache *filterpolicy.RemoteCache
 }
 
 // Metrics are a Reader's counters (monotonic since Open).
@@ -88,7 +92,8 @@ type Metrics struct {
 	Adaptations uint64
 	// Rebuilds counts block rebuilds done by the adaptive filter.
 	Rebuilds uint64
-	// RemoteReads counts positioned reads of 64-slot remote chunks.
+	// RemoteReads counts positioned reads of 64-slot remote chunks (the
+	// reads RemoteCache served are not counted).
 	RemoteReads uint64
 	// AdaptErrors counts failed Adapt calls (the Get's answer stays right).
 	AdaptErrors uint64
@@ -313,7 +318,8 @@ func (r *Reader) loadFilter() error {
 		return nil
 	}
 	r.tableFilter = tableFilter{fs: r.fs, path: r.path, statePath: r.opts.StatePath,
-		stateReadOnly: r.opts.StateReadOnly, tableSize: r.tableSize, fixGate: r.opts.FixFalsePositive}
+		stateReadOnly: r.opts.StateReadOnly, tableSize: r.tableSize, fixGate: r.opts.FixFalsePositive,
+		remoteCache: r.opts.RemoteCache}
 	return r.tableFilter.load(r.file, layout.Filter)
 }
 

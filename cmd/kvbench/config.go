@@ -26,7 +26,7 @@ func defaultConfig(o options, format sstable.Format) StoreConfig {
 		L0StopWrites: d.L0StopWritesThreshold, Compactions: d.MaxConcurrentCompactions,
 		MaxOpenFiles: d.MaxOpenFiles, KnownNegatives: o.knownNeg, TableFormat: format,
 		PeerMemTableSize: o.peerMemTable, DirectReads: o.direct, FixRule: fixRules[o.fixRule],
-		FixInline: o.fixInline,
+		FixInline: o.fixInline, RemoteCacheSize: o.remoteCache,
 	}
 }
 
@@ -37,7 +37,7 @@ type configRow struct{ name, kv, pebble string }
 // adaptkv store's (kvOptions, defaults filled in) and the Pebble peers'
 // (pebbleOptions after Pebble's EnsureDefaults).
 func configRows(cfg StoreConfig) []configRow {
-	k := kvOptions("taf", cfg)
+	k := kvOptions(kv.DefaultFilterPolicy, cfg)
 	p := pebbleOptions(cfg, bloom.FilterPolicy(cfg.BitsPerKey), nil)
 	lo, hi := p.CompactionConcurrencyRange()
 	concurrency := fmt.Sprint(lo)
@@ -66,6 +66,7 @@ func configRows(cfg StoreConfig) []configRow {
 		{"data block size", "4 KiB", kib(p.Levels[0].BlockSize)},
 		{"compression", "snappy", strings.ToLower(p.Levels[0].Compression().Name)},
 		{"block cache", mib(k.BlockCacheSize), mib(cfg.BlockCacheSize)},
+		{"remote chunks cached", remoteCacheText(k.RemoteCacheSize), "none (a static filter)"},
 		{"table reads", tableReads(k.DirectReads), tableReads(cfg.DirectReads)},
 		{"open tables", fmt.Sprint(k.MaxOpenFiles), fmt.Sprint(p.MaxOpenFiles)},
 		{"L0 file threshold", fmt.Sprint(k.L0CompactionFileThreshold), fmt.Sprint(p.L0CompactionFileThreshold)},
@@ -92,6 +93,13 @@ func fixRuleText(r kv.FixRule, inline bool) string {
 		when = "by the Get"
 	}
 	return which + ", " + when
+}
+
+func remoteCacheText(size int64) string {
+	if size <= 0 {
+		return "none"
+	}
+	return mib(size) + " of the block cache (adaptive policies)"
 }
 
 func tableReads(direct bool) string {

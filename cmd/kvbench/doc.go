@@ -44,5 +44,12 @@
 // runs from any directory. A -workloads entry that names an existing file is
 // read from that file instead.
 //
+// With -write it measures writes instead (write.go): the same streams of
+// keys and incompressible values, over value sizes, writer counts, Sync or
+// NoSync and key orders, into a fresh adaptkv store and a fresh Pebble peer
+// per run, with per-write latency in a bounded log-linear histogram
+// (p50/p99/p99.9), the longest write, stall time, flushes, compactions and
+// write amplification.
+//
 // Run "go run ./cmd/kvbench -h" for the flags.
 package main

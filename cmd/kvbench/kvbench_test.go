@@ -238,6 +238,11 @@ func TestBadArguments(t *testing.T) {
 		{"-peer-memtable-size", "100"},
 		{"-peer-memtable-size", "-1"},
 		{"-fix", "sometimes"},
+		{"-write", "-write-values", "0"},
+		{"-write", "-write-writers", "two"},
+		{"-write", "-write-sync", "always"},
+		{"-write", "-write-keys", "sorted"},
+		{"-write", "-write-ops", "0"},
 		{"-plot", "x.gif", "-records", "10", "-policies", "fake", "-workloads", "c", "-ops", "1"},
 		{"positional"},
 	}

@@ -50,6 +50,7 @@ type Result struct {
 	FixesDropped        *uint64  `json:"fixes_dropped"`
 	Rebuilds            *uint64  `json:"rebuilds"`
 	RemoteReads         *uint64  `json:"remote_reads"`
+	RemoteCacheHits     *uint64  `json:"remote_cache_hits"`
 	FilterBitsPerKey    float64  `json:"filter_bits_per_key"` // in memory, per table entry (the store's figure)
 	FilterMemoryBytes   uint64   `json:"filter_memory_bytes"`
 	BitsPerKey          float64  `json:"bits_per_key"` // filter memory bits per stored key (records loaded + inserted)
@@ -141,6 +142,7 @@ func fillCounters(res *Result, d Counters, cal calibration) {
 		res.FixesDropped = u64p(d.FixesDropped)
 		res.Rebuilds = u64p(d.Rebuilds)
 		res.RemoteReads = u64p(d.RemoteReads)
+		res.RemoteCacheHits = u64p(d.RemoteCacheHits)
 	}
 	res.FilterBitsPerKey = d.FilterBitsPerKey
 	res.FilterMemoryBytes = d.FilterMemoryBytes

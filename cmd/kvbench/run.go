@@ -11,11 +11,13 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/adaptkv/adaptkv/cmd/kvbench/internal/ycsb"
+	"github.com/adaptkv/adaptkv/kv"
 	"github.com/adaptkv/adaptkv/sstable"
 )
 
@@ -65,6 +67,15 @@ Each workload reports its stores' peak memtable memory and the process's
 peak resident set. With -repeat N everything runs N times, the stores in
 a rotated order and run i with seed -seed+i, and the table shows medians.
 
+With -write it runs write streams instead: for every combination of
+-write-values, -write-writers, -write-sync and -write-keys, each store
+(default: the adaptkv store's default policy and pebble) writes the same
+stream of 16-byte keys and incompressible values into a fresh store, the
+stores in rotated order in each of -repeat rounds, and a table per stream
+shows writes per second, p50, p99, p99.9 and the longest write, the time
+writers stalled, flushes, compactions and write amplification (medians
+over the rounds; -json has every run).
+
 Workloads are YCSB property files (recordcount, operationcount,
 readproportion, updateproportion, insertproportion, scanproportion,
 readmodifywriteproportion, requestdistribution=zipfian|uniform|latest,
@@ -89,7 +100,7 @@ type options struct {
 	dir                     string
 	seed                    uint64
 	jsonPath, csvPath, plot string
-	cpuProfile              string
+	cpuProfile, tracePath   string
 	tableFormat             string
 	memTable, targetFile    int
 	peerMemTable            int
@@ -98,6 +109,9 @@ type options struct {
 	direct                  bool
 	fixRule                 string
 	fixInline               bool
+	remoteCache             int64
+	writeMode               bool
+	write                   writeFlags
 	quiet                   bool
 	recordsSet              bool
 }
@@ -136,8 +150,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.direct, "direct", false, "cold storage: every store reads its tables around the OS page cache (O_DIRECT; kv.Options.DirectReads,\nthe Pebble peers through the same reads), so the block cache is the only cache; Linux")
 	fs.StringVar(&o.fixRule, "fix", "every", "which false positives the adaptkv stores' adaptive filters fix (kv.Options.FixRule): every, repeated (keys\nthe known-negative record holds), or auto (every one while absent keys repeat, else those of keys asked before)")
 	fs.BoolVar(&o.fixInline, "fix-inline", false, "the adaptkv stores' Gets make their fixes themselves (kv.Options.FixInline) instead of queueing them\nto the store's background goroutine")
+	fs.Int64Var(&o.remoteCache, "remote-cache", 0, "bytes of the adaptkv stores' block cache that keep remote chunks for fixes (kv.Options.RemoteCacheSize;\n0: the store's default, 1/16 of the block cache; -1: none)")
+	fs.BoolVar(&o.writeMode, "write", false, "run write streams instead of the read workloads: every combination of -write-values, -write-writers,\n-write-sync and -write-keys, a fresh store per run, against the stores of -policies (default: the adaptkv\nstore's default policy and pebble); per write p50/p99/p99.9/max, stall time, flushes, compactions, write\namplification")
+	fs.StringVar(&o.write.values, "write-values", "100,1024,4096", "-write: value sizes in bytes (keys are 16 bytes; values incompressible)")
+	fs.StringVar(&o.write.writers, "write-writers", "1,2", "-write: writer goroutines")
+	fs.StringVar(&o.write.sync, "write-sync", "nosync", "-write: nosync, sync, or both (nosync,sync)")
+	fs.StringVar(&o.write.keys, "write-keys", "random", "-write: random, sequential, or both")
+	fs.Int64Var(&o.write.ops, "write-ops", 300_000, "-write: writes a run (a tenth for sync)")
+	fs.Int64Var(&o.write.bytes, "write-bytes", 256<<20, "-write: at most this many key and value bytes a run (fewer writes for large values)")
 	fs.BoolVar(&o.quiet, "q", false, "no progress bars")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof)")
+	fs.StringVar(&o.tracePath, "trace", "", "write an execution trace of the whole run to FILE (go tool trace): where slow writes wait")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -173,9 +196,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if o.records == 0 {
 		return errors.New("-records must be positive")
 	}
+	if o.writeMode && o.policies == "" {
+		o.policies = kv.DefaultFilterPolicy + "," + pebblePeerName
+	}
 	policies, err := selectPolicies(o.policies)
 	if err != nil {
 		return err
+	}
+	if o.writeMode {
+		if _, err := o.write.specs(); err != nil {
+			return err
+		}
 	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
@@ -187,6 +218,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if o.tracePath != "" {
+		f, err := os.Create(o.tracePath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+		defer trace.Stop()
 	}
 
 	table := stdout
@@ -211,6 +253,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg := defaultConfig(o, tableFormat)
 	printConfig(table, cfg)
+	if o.writeMode {
+		return runWrites(o, cfg, policies, base, table, stdout, prog)
+	}
 	valueSize := workloads[0].ValueSize()
 	var results []*Result
 	start := time.Now()

@@ -55,6 +55,7 @@ type Counters struct {
 	FixesDropped       uint64 // fixes the background queue did not take (kv.Options.FixInline)
 	Rebuilds           uint64
 	RemoteReads        uint64
+	RemoteCacheHits    uint64  // remote chunks the remote cache served (kv.Options.RemoteCacheSize)
 	FilterBitsPerKey   float64 // in-memory filter bits per table entry
 	FilterMemoryBytes  uint64
 	Files              [7]int // tables per level
@@ -68,6 +69,13 @@ type Counters struct {
 	// BytesFlushed and BytesCompacted are the table bytes flushes and
 	// compactions wrote (write amplification is their sum over the first).
 	BytesFlushed, BytesCompacted uint64
+	// Flushes and Compactions count the memtables flushed (several may go
+	// in one flush, in both engines) and the compactions that rewrote
+	// tables; WriteStall is how long writers
+	// waited for them (kv.Metrics.WriteStallTime, Pebble's
+	// WriteStallBegin to WriteStallEnd).
+	Flushes, Compactions uint64
+	WriteStall           time.Duration
 
 	// Known says which counters the store measures.
 	Known Known
@@ -113,8 +121,12 @@ func (c Counters) Sub(before Counters) Counters {
 	d.FixesDropped -= before.FixesDropped
 	d.Rebuilds -= before.Rebuilds
 	d.RemoteReads -= before.RemoteReads
+	d.RemoteCacheHits -= before.RemoteCacheHits
 	d.BytesFlushed -= before.BytesFlushed
 	d.BytesCompacted -= before.BytesCompacted
+	d.Flushes -= before.Flushes
+	d.Compactions -= before.Compactions
+	d.WriteStall -= before.WriteStall
 	d.TableReads -= before.TableReads
 	d.TableReadBytes -= before.TableReadBytes
 	return d
@@ -162,6 +174,11 @@ type StoreConfig struct {
 	FixRule kv.FixRule
 	// FixInline is kv.Options.FixInline (adaptkv stores).
 	FixInline bool
+	// RemoteCacheSize is kv.Options.RemoteCacheSize (adaptkv stores).
+	RemoteCacheSize int64
+	// SyncWrites makes Set fsync the WAL before it returns (kv.Sync,
+	// pebble.Sync); without it writes are NoSync.
+	SyncWrites bool
 }
 
 // ErrUnknownStore is returned for a policy name no store implements.

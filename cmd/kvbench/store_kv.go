@@ -14,7 +14,8 @@ func kvPolicies() []string { return filterpolicy.Names() }
 
 // kvStore is adaptkv's kv.DB under one filter policy.
 type kvStore struct {
-	db *kv.DB
+	db   *kv.DB
+	sync *kv.WriteOptions // Set's
 }
 
 // kvOptions are an adaptkv store's options for cfg under policy name,
@@ -36,6 +37,7 @@ func kvOptions(name string, cfg StoreConfig) *kv.Options {
 		DirectReads:              cfg.DirectReads,
 		FixRule:                  cfg.FixRule,
 		FixInline:                cfg.FixInline,
+		RemoteCacheSize:          cfg.RemoteCacheSize,
 	}
 	if name == "bloom" {
 		opts.Filter = filterpolicy.NewBloom(cfg.BitsPerKey)
@@ -52,7 +54,11 @@ func openKV(name string, cfg StoreConfig) (Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kvStore{db: db}, nil
+	s := &kvStore{db: db, sync: kv.NoSync}
+	if cfg.SyncWrites {
+		s.sync = kv.Sync
+	}
+	return s, nil
 }
 
 func (s *kvStore) Get(key []byte) (bool, error) {
@@ -63,7 +69,7 @@ func (s *kvStore) Get(key []byte) (bool, error) {
 	return err == nil, err
 }
 
-func (s *kvStore) Set(key, value []byte) error { return s.db.Set(key, value, kv.NoSync) }
+func (s *kvStore) Set(key, value []byte) error { return s.db.Set(key, value, s.sync) }
 func (s *kvStore) SetBatch(keys, values [][]byte) error {
 	b := s.db.NewBatch()
 	for i := range keys {
@@ -115,10 +121,14 @@ func (s *kvStore) Metrics() (Counters, error) {
 		FixesDropped:        m.FixesDropped,
 		Rebuilds:            m.Rebuilds,
 		RemoteReads:         m.RemoteReads,
+		RemoteCacheHits:     m.RemoteCacheHits,
 		FilterBitsPerKey:    m.FilterBitsPerKey,
 		FilterMemoryBytes:   m.FilterMemoryBytes,
 		BytesFlushed:        m.BytesFlushed,
 		BytesCompacted:      m.BytesCompacted,
+		Flushes:             m.Flushes,
+		Compactions:         m.Compactions,
+		WriteStall:          m.WriteStallTime,
 		MemTableBytes:       m.MemTableBytes,
 		TableReads:          m.TableReads + m.CompactionReads,
 		TableReadBytes:      m.TableReadBytes + m.CompactionReadBytes,

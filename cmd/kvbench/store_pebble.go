@@ -10,6 +10,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/adaptkv/adaptkv/internal/directio"
 
@@ -77,6 +78,14 @@ type pebbleStore struct {
 	l6Ranges   atomic.Pointer[[]keyRange]
 	unfiltered atomic.Uint64 // DB.Get's L6 probes
 	reads      *directio.Stats
+	sync       *pebble.WriteOptions // Set's
+	// memtablesFlushed counts the memtables flushes wrote (a Pebble flush
+	// takes every queued memtable; its Metrics count the flushes).
+	memtablesFlushed atomic.Uint64
+	// stall sums the writers' waits (WriteStallBegin to WriteStallEnd).
+	stallMu    sync.Mutex
+	stallStart time.Time
+	stalled    time.Duration
 }
 
 // keyRange is a table's smallest and largest user key.
@@ -141,10 +150,32 @@ func openPebble(cfg StoreConfig, l6 bool) (*pebbleStore, error) {
 	}
 	opts.FS, s.reads = fs, fs.Stats()
 	stale := func() { s.l6Stale.Store(true) }
+	s.sync = pebble.NoSync
+	if cfg.SyncWrites {
+		s.sync = pebble.Sync
+	}
 	opts.EventListener = &pebble.EventListener{
-		FlushEnd:      func(pebble.FlushInfo) { stale() },
+		FlushEnd: func(info pebble.FlushInfo) {
+			if !info.Ingest && info.Err == nil {
+				s.memtablesFlushed.Add(uint64(info.Input))
+			}
+			stale()
+		},
 		CompactionEnd: func(pebble.CompactionInfo) { stale() },
 		TableIngested: func(pebble.TableIngestInfo) { stale() },
+		WriteStallBegin: func(pebble.WriteStallBeginInfo) {
+			s.stallMu.Lock()
+			s.stallStart = time.Now()
+			s.stallMu.Unlock()
+		},
+		WriteStallEnd: func() {
+			s.stallMu.Lock()
+			if !s.stallStart.IsZero() {
+				s.stalled += time.Since(s.stallStart)
+				s.stallStart = time.Time{}
+			}
+			s.stallMu.Unlock()
+		},
 	}
 	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {
@@ -273,7 +304,7 @@ func (s *pebbleStore) wrote(err error) error {
 }
 
 func (s *pebbleStore) Set(key, value []byte) error {
-	return s.wrote(s.db.Set(key, value, pebble.NoSync))
+	return s.wrote(s.db.Set(key, value, s.sync))
 }
 
 func (s *pebbleStore) SetBatch(keys, values [][]byte) error {
@@ -341,6 +372,10 @@ func (s *pebbleStore) Metrics() (Counters, error) {
 		c.BytesFlushed += m.Levels[l].TableBytesFlushed
 		c.BytesCompacted += m.Levels[l].TableBytesCompacted
 	}
+	c.Flushes, c.Compactions = s.memtablesFlushed.Load(), uint64(m.Compact.Count-m.Compact.MoveCount) // moves rewrite nothing
+	s.stallMu.Lock()
+	c.WriteStall = s.stalled
+	s.stallMu.Unlock()
 	return c, nil
 }
 
