@@ -135,16 +135,19 @@ type Options struct {
 	// compactions start; negative: every memtable is flushed on its own.
 	// See docs/ARCHITECTURE.md, "Merged flushes".
 	MergeFlushL0Depth int
-	// FlushSplitBytes makes a flush cut its output into several L0 tables
-	// at the boundaries of the base level's tables, each at least this
-	// big, so that L0 compacts into the base level one key range at a
-	// time, alongside compactions of other ranges (Pebble's option of the
-	// same name; its splits follow its L0 sublevels). Default
-	// MemTableSize/4; negative: one table per flush. It keeps L0 shallow at
-	// some cost in write amplification: on kvbench's churn workload (70%
-	// absent reads, 30% inserts, taf) a read checked 3.5-3.9 filters with
-	// splitting and 4.2-4.4 without (Pebble's: 3.2-3.4), with write
-	// amplification 6.9-8.6 against 7.0-7.3 (two runs each, 2026-11-25).
+	// FlushSplitBytes, when positive, makes a flush cut its output into
+	// several L0 tables at the boundaries of the base level's tables, each
+	// at least this big, so that L0 compacts into the base level one key
+	// range at a time, alongside compactions of other ranges (Pebble's
+	// option of the same name; its splits follow its L0 sublevels). By
+	// default (zero, or negative) a flush writes one table: the small
+	// slices made every L0 compaction rewrite whole base-level tables for
+	// a fraction of their bytes. On kvbench (2026-11-27, two runs each,
+	// aprefix) splitting at MemTableSize/4 took write amplification from
+	// 3.5 to 5.3 and cost a third of the throughput with 1 KiB values
+	// (-write: 66k against 88k writes/s, Pebble 84-91k), and on churn
+	// (70% absent reads, 30% inserts) 354k against 429k operations/s,
+	// although a read checked 2.97 filters instead of 3.40.
 	FlushSplitBytes int64
 	// MaxConcurrentCompactions bounds the background compactions that run
 	// at once. A second one starts only when the tree owes work that a
@@ -346,7 +349,7 @@ func (o *Options) EnsureDefaults() {
 		o.MaxOpenFiles = 500
 	}
 	if o.FlushSplitBytes == 0 {
-		o.FlushSplitBytes = int64(o.MemTableSize / 4)
+		o.FlushSplitBytes = -1
 	}
 	if o.MaxConcurrentCompactions == 0 {
 		o.MaxConcurrentCompactions = 2

@@ -173,7 +173,7 @@ func TestValidateAndEnsureDefaults(t *testing.T) {
 	require.Equal(t, 12, o.L0StopWritesThreshold)
 	require.Equal(t, 4, o.MaxImmutableMemTables)
 	require.Equal(t, 2, o.MergeFlushL0Depth)
-	require.Equal(t, int64(1<<20), o.FlushSplitBytes)
+	require.Equal(t, int64(-1), o.FlushSplitBytes, "one table a flush")
 	require.Equal(t, 2, o.MaxConcurrentCompactions)
 	require.Equal(t, 500, o.MaxOpenFiles)
 	require.Equal(t, DefaultKnownNegatives, o.KnownNegatives)
@@ -186,7 +186,7 @@ func TestValidateAndEnsureDefaults(t *testing.T) {
 	require.Equal(t, 32, set.L0CompactionFileThreshold, "follows L0CompactionThreshold")
 	require.Equal(t, 24, set.L0StopWritesThreshold)
 	require.Equal(t, 4, set.MergeFlushL0Depth)
-	require.Equal(t, int64(256<<10), set.FlushSplitBytes, "follows MemTableSize")
+	require.Equal(t, int64(-1), set.FlushSplitBytes)
 	require.Equal(t, 2, set.MaxImmutableMemTables)
 
 	for _, bad := range []Options{

@@ -70,7 +70,7 @@ func configRows(cfg StoreConfig) []configRow {
 		{"table reads", tableReads(k.DirectReads), tableReads(cfg.DirectReads)},
 		{"open tables", fmt.Sprint(k.MaxOpenFiles), fmt.Sprint(p.MaxOpenFiles)},
 		{"L0 file threshold", fmt.Sprint(k.L0CompactionFileThreshold), fmt.Sprint(p.L0CompactionFileThreshold)},
-		{"flush split", kib(k.FlushSplitBytes) + " at base-level table bounds", kib(p.FlushSplitBytes) + " per L0 sublevel interval"},
+		{"flush split", flushSplitText(k.FlushSplitBytes), kib(p.FlushSplitBytes) + " per L0 sublevel interval"},
 		{"merged flushes", fmt.Sprintf("2 memtables while L0 is %d deep", k.MergeFlushL0Depth), "none"},
 		{"table format", kvFormat, "row " + p.FormatMajorVersion.MaxTableFormat().String()},
 		{"NoSync write returns once", nosync, "in the WAL buffer"},
@@ -93,6 +93,13 @@ func fixRuleText(r kv.FixRule, inline bool) string {
 		when = "by the Get"
 	}
 	return which + ", " + when
+}
+
+func flushSplitText(n int64) string {
+	if n <= 0 {
+		return "none (one table a flush)"
+	}
+	return kib(n) + " at base-level table bounds"
 }
 
 func remoteCacheText(size int64) string {
