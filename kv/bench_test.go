@@ -287,7 +287,9 @@ func BenchmarkFlushCompactKnownNegatives(b *testing.B) {
 				kn := db.buildNegatives()
 				metas, err := compaction.Run(in, compaction.RunOptions{
 					DropTombstones: true, TargetFileSize: db.opts.TargetFileSize,
-					NewOutput: func() (compaction.Output, error) { return db.newOutput(kn, db.opts.TableFormat) },
+					NewOutput: func() (compaction.Output, error) {
+						return db.newOutputNum(db.allocFileNum(), kn, db.opts.TableFormat, 0, "compacting")
+					},
 				})
 				require.NoError(b, err)
 				require.NoError(b, in.Close())

@@ -96,6 +96,9 @@ func (db *DB) startCompactions() {
 				hook(plan)
 			}
 			err := db.runCompaction(plan, v, outNum)
+			if f := db.events.BackgroundError; f != nil && err != nil && !errors.Is(err, ErrClosed) {
+				f(err)
+			}
 			v.unref()
 			db.compact.mu.Lock()
 			db.bookLocked(plan, false)
@@ -154,11 +157,29 @@ func (db *DB) reserveIntraL0Output(v *version) uint64 {
 // from (the caller holds a reference); the plan's tables are booked busy.
 // An intra-L0 plan writes one table numbered outNum
 // (reserveIntraL0Output).
-func (db *DB) runCompaction(plan *compaction.Plan, v *version, outNum uint64) error {
-	if isMove(plan) {
-		return db.moveTable(plan)
-	}
+func (db *DB) runCompaction(plan *compaction.Plan, v *version, outNum uint64) (err error) {
 	start := time.Now()
+	info := CompactionInfo{JobID: db.nextJobID(), Move: isMove(plan), Manual: plan.Manual,
+		Input: []LevelTables{{Level: plan.Level, Tables: tableInfos(plan.Inputs)}}, Output: LevelTables{Level: plan.OutputLevel}}
+	if plan.OutputLevel != plan.Level && len(plan.Overlapping) > 0 {
+		info.Input = append(info.Input, LevelTables{Level: plan.OutputLevel, Tables: tableInfos(plan.Overlapping)})
+	}
+	if f := db.events.CompactionBegin; f != nil {
+		f(info)
+	}
+	if f := db.events.CompactionEnd; f != nil {
+		defer func() {
+			info.Duration, info.Err = time.Since(start), err
+			f(info)
+		}()
+	}
+	if info.Move {
+		if err := db.moveTable(plan); err != nil {
+			return err
+		}
+		info.Output.Tables = info.Input[0].Tables
+		return nil
+	}
 	defer func() { db.compactNanos.Add(int64(time.Since(start))) }()
 	iters, err := db.compactionInputs(plan)
 	if err != nil {
@@ -177,7 +198,7 @@ func (db *DB) runCompaction(plan *compaction.Plan, v *version, outNum uint64) er
 			case len(outs) > 0:
 				return nil, errors.New("kv: an intra-L0 compaction writes one table")
 			}
-			o, err := db.newOutputNum(num, kn, db.opts.TableFormat)
+			o, err := db.newOutputNum(num, kn, db.opts.TableFormat, info.JobID, "compacting")
 			if err == nil {
 				outs = append(outs, o)
 			}
@@ -229,6 +250,7 @@ func (db *DB) runCompaction(plan *compaction.Plan, v *version, outNum uint64) er
 		// by the next Open).
 		return err
 	}
+	info.Output.Tables = tableInfos(metas)
 	db.compactions.Add(1)
 	if plan.IsIntraL0() {
 		db.intraL0Compactions.Add(1)

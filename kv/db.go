@@ -129,6 +129,8 @@ type DB struct {
 	rsNow      atomic.Pointer[readState]
 	closingNow atomic.Bool
 	bgErrNow   atomic.Pointer[error]
+	events     EventListener // Options.EventListener (or Logger's); fields may be nil
+	jobIDs     atomic.Int64
 
 	// refs counts, per table, the versions that hold it.
 	refs struct {
@@ -271,6 +273,12 @@ func Open(dir string, opts *Options) (*DB, error) {
 		// MemTableSize, in the last chunk's spare room or a new one).
 		memRecycler: memtable.NewRecycler(o.MemTableSize, o.MemTableSize+2*memtable.ChunkSize(o.MemTableSize)),
 	}
+	switch {
+	case o.EventListener != nil:
+		db.events = *o.EventListener
+	case o.Logger != nil:
+		db.events = MakeLoggingEventListener(o.Logger)
+	}
 	if err := db.openTableFS(); err != nil {
 		_ = lock.Close()
 		return nil, err
@@ -368,7 +376,7 @@ func (db *DB) allocFileNum() uint64 { return db.nextFileNum.Add(1) - 1 }
 // writeTable writes the entries of it into a new table and returns its
 // metadata (the file is synced by the sstable writer).
 func (db *DB) writeTable(it base.Iterator) (*base.TableMeta, error) {
-	metas, err := db.writeTables(it, nil, 0)
+	metas, err := db.writeTables(it, nil, 0, db.nextJobID(), "recovering")
 	if err != nil {
 		return nil, err
 	}
@@ -387,7 +395,7 @@ func (db *DB) flushFormat() sstable.Format {
 // writeTables writes every entry of it (which must hold one) into new
 // tables, cutting before the first user key past a split key once the
 // table holds minBytes (Options.FlushSplitBytes); splits ascend.
-func (db *DB) writeTables(it base.Iterator, splits [][]byte, minBytes uint64) ([]*base.TableMeta, error) {
+func (db *DB) writeTables(it base.Iterator, splits [][]byte, minBytes uint64, job int, reason string) ([]*base.TableMeta, error) {
 	kn := db.buildNegatives()
 	var metas []*base.TableMeta
 	var out *tableOutput
@@ -424,7 +432,7 @@ func (db *DB) writeTables(it base.Iterator, splits [][]byte, minBytes uint64) ([
 		}
 		if out == nil {
 			var err error
-			if out, err = db.newOutput(kn, db.flushFormat()); err != nil {
+			if out, err = db.newOutputNum(db.allocFileNum(), kn, db.flushFormat(), job, reason); err != nil {
 				return fail(err)
 			}
 		}
@@ -451,16 +459,15 @@ type tableOutput struct {
 	w       *sstable.Writer
 }
 
-// newOutput creates a table; kn are the known negatives a policy that
+// newOutputNum creates table number fn for job (reason: "flushing",
+// "compacting", "recovering"); kn are the known negatives a policy that
 // builds around them gets (see buildNegatives).
-func (db *DB) newOutput(kn knownneg.List, format sstable.Format) (*tableOutput, error) {
-	return db.newOutputNum(db.allocFileNum(), kn, format)
-}
-
-// newOutputNum is newOutput writing table number fn.
-func (db *DB) newOutputNum(fn uint64, kn knownneg.List, format sstable.Format) (*tableOutput, error) {
-	w, err := sstable.Create(db.fs, db.fs.PathJoin(db.dir, tableFileName(fn)),
-		sstable.WriterOptions{Policy: db.policy, KnownNegatives: kn, Format: format})
+func (db *DB) newOutputNum(fn uint64, kn knownneg.List, format sstable.Format, job int, reason string) (*tableOutput, error) {
+	path := db.fs.PathJoin(db.dir, tableFileName(fn))
+	if f := db.events.TableCreated; f != nil {
+		f(TableCreateInfo{JobID: job, Reason: reason, FileNum: fn, Path: path})
+	}
+	w, err := sstable.Create(db.fs, path, sstable.WriterOptions{Policy: db.policy, KnownNegatives: kn, Format: format})
 	if err != nil {
 		return nil, err
 	}
@@ -535,15 +542,22 @@ func (db *DB) logAndApply(edit *versionEdit, install func()) error {
 
 func (db *DB) setBGErr(err error) error {
 	db.mu.Lock()
-	if db.mu.bgErr == nil {
+	first := db.mu.bgErr == nil
+	if first {
 		db.mu.bgErr = err
 		db.bgErrNow.Store(&db.mu.bgErr)
 	}
 	db.mu.stallCond.Broadcast()
 	db.mu.flushCond.Broadcast()
 	db.mu.Unlock()
+	if f := db.events.BackgroundError; f != nil && first {
+		f(err)
+	}
 	return err
 }
+
+// nextJobID numbers flushes and compactions for the EventListener.
+func (db *DB) nextJobID() int { return int(db.jobIDs.Add(1)) }
 
 // flushLoop flushes immutable memtables, oldest first, to L0: all those
 // queued at once in one flush.
@@ -617,9 +631,20 @@ func (db *DB) holdFlushLocked() bool {
 // flushMemtables writes the memtables ms (the oldest queued, in order)
 // to one layer of L0 tables and installs them with nextLog, the WAL of the
 // oldest memtable left unflushed.
-func (db *DB) flushMemtables(ms []*memEntry, nextLog uint64) error {
+func (db *DB) flushMemtables(ms []*memEntry, nextLog uint64) (err error) {
 	start := time.Now()
-	defer func() { db.flushNanos.Add(int64(time.Since(start))) }()
+	info := FlushInfo{JobID: db.nextJobID(), Memtables: len(ms)}
+	if f := db.events.FlushBegin; f != nil {
+		f(info)
+	}
+	defer func() {
+		d := time.Since(start)
+		db.flushNanos.Add(int64(d))
+		if f := db.events.FlushEnd; f != nil {
+			info.Duration, info.Err = d, err
+			f(info)
+		}
+	}()
 	edit := &versionEdit{hasLogNum: true, logNum: nextLog}
 	var its []base.Iterator
 	for _, m := range ms {
@@ -640,11 +665,12 @@ func (db *DB) flushMemtables(ms []*memEntry, nextLog uint64) error {
 			// merging by internal key keeps every version in order.
 			it = compaction.NewMergingIter(its...)
 		}
-		metas, err := db.writeTables(it, splits, uint64(db.opts.FlushSplitBytes))
+		metas, err := db.writeTables(it, splits, uint64(db.opts.FlushSplitBytes), info.JobID, "flushing")
 		_ = it.Close() // memtable iterators hold nothing and cannot fail
 		if err != nil {
 			return err
 		}
+		info.Output = tableInfos(metas)
 		for _, meta := range metas {
 			edit.added = append(edit.added, addedTable{level: 0, meta: meta})
 			// Opened before the install, so that
@@ -654,7 +680,7 @@ func (db *DB) flushMemtables(ms []*memEntry, nextLog uint64) error {
 			db.warmTable(meta.FileNum)
 		}
 	}
-	err := db.logAndApply(edit, func() {
+	err = db.logAndApply(edit, func() {
 		db.mu.imm = slices.Clone(db.mu.imm[len(ms):])
 		for _, m := range ms {
 			m.flushed = true

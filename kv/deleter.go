@@ -40,7 +40,12 @@ func (db *DB) deleteLoop() {
 		db.deletion.queue = nil
 		db.deletion.mu.Unlock()
 		for _, p := range batch {
-			_ = db.fs.Remove(p)
+			err := db.fs.Remove(p)
+			if f := db.events.TableDeleted; f != nil {
+				if typ, num := parseFileName(db.fs.PathBase(p)); typ == fileTypeTable {
+					f(TableDeleteInfo{FileNum: num, Path: p, Err: err})
+				}
+			}
 		}
 		db.deletion.mu.Lock()
 		db.deletion.removed += uint64(len(batch))

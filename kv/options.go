@@ -94,6 +94,13 @@ type Options struct {
 	// the table cache, see MaxOpenFiles), and the files stay byte-for-byte
 	// unchanged.
 	ReadOnly bool
+	// EventListener, if set, is called on flushes, compactions, write
+	// stalls, background errors and table files created and deleted
+	// (see EventListener).
+	EventListener *EventListener
+	// Logger, if set and EventListener is not, receives those events
+	// (MakeLoggingEventListener). nil: the store logs nothing.
+	Logger Logger
 	// FS is the file system; nil means vfs.Default. Tests use vfs.NewMem,
 	// vfs.NewCrashableMem or errorfs.
 	FS vfs.FS

@@ -405,11 +405,21 @@ func (db *DB) rotateMemtable() error {
 	db.mu.Lock()
 	if len(db.mu.imm) >= db.opts.MaxImmutableMemTables && db.mu.bgErr == nil && !db.mu.closing {
 		start := time.Now()
+		if f := db.events.WriteStallBegin; f != nil {
+			db.mu.Unlock()
+			f(WriteStallBeginInfo{Reason: "memtable count limit reached"})
+			db.mu.Lock()
+		}
 		for len(db.mu.imm) >= db.opts.MaxImmutableMemTables && db.mu.bgErr == nil && !db.mu.closing {
 			db.mu.stallCond.Wait()
 		}
 		db.writeStalls.Add(1)
 		db.writeStallNanos.Add(int64(time.Since(start)))
+		if f := db.events.WriteStallEnd; f != nil {
+			db.mu.Unlock()
+			f()
+			db.mu.Lock()
+		}
 	}
 	err := db.mu.bgErr
 	db.mu.Unlock()
