@@ -13,6 +13,7 @@ import (
 
 	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/adaptkv/adaptkv/internal/atomicfile"
 	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/adaptkv/adaptkv/internal/directio"
 	"github.com/adaptkv/adaptkv/kv/internal/knownneg"
@@ -330,6 +331,10 @@ func Open(dir string, opts *Options) (*DB, error) {
 	}
 	db.commits.nextSeq = db.lastSeq.Load() + 1
 	if !o.ReadOnly {
+		// The options the store runs with, for people and tools (Open
+		// never reads it; ParseOptions does): best effort, since a store
+		// that cannot write it loses nothing.
+		_ = atomicfile.Write(fs, fs.PathJoin(dir, optionsFileName), fs.PathJoin(dir, optionsFileName+".tmp"), []byte(o.String()))
 		db.wg.Add(3)
 		go db.flushLoop()
 		go db.compactLoop()

@@ -17,6 +17,7 @@ func manifestFileName(num uint64) string { return fmt.Sprintf("MANIFEST-%06d", n
 const (
 	currentFileName = "CURRENT"
 	lockFileName    = "LOCK"
+	optionsFileName = "OPTIONS" // Options.String of the last read-write Open
 )
 
 type fileType int

@@ -1,6 +1,9 @@
 package kv
 
 import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/adaptkv/adaptkv/compaction"
@@ -226,4 +229,40 @@ func (db *DB) Metrics() Metrics {
 	m.TableMoves = db.tableMoves.Load()
 	m.IntraL0Compactions = db.intraL0Compactions.Load()
 	return m
+}
+
+// String prints the metrics as a table of the levels (tables, bytes, read
+// amplification, the base level marked) followed by the read path's and
+// the background work's counters, as pebble.Metrics.String does.
+func (m Metrics) String() string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "level\ttables\tsize\tread-amp\t")
+	var tables int
+	var size uint64
+	for l, lm := range m.Levels {
+		mark := ""
+		if l == m.BaseLevel && l > 0 {
+			mark = " (base)"
+		}
+		fmt.Fprintf(tw, "%d%s\t%d\t%s\t%d\t\n", l, mark, lm.NumFiles, sizeText(lm.Size), lm.Sublevels)
+		tables += lm.NumFiles
+		size += lm.Size
+	}
+	fmt.Fprintf(tw, "total\t%d\t%s\t%d\t\n", tables, sizeText(size), m.ReadAmp())
+	_ = tw.Flush()
+	perK := func(n uint64) float64 { return float64(n) * 1000 / float64(max(m.Gets, 1)) }
+	fmt.Fprintf(&b, "gets %d: filter checks %d, absent answers %d, wasted probes %d (%.2f per 1k gets), found %d, data blocks read %d\n",
+		m.Gets, m.FilterChecks, m.FilterNegatives, m.FalsePositiveProbes, perK(m.FalsePositiveProbes), m.TruePositiveProbes, m.DataBlockReads)
+	fmt.Fprintf(&b, "filters %s, %.2f bits/key: adaptations %d, pre-adapted %d of %d, rebuilds %d, remote reads %d (cache hits %d, misses %d), fixes deferred %d, dropped %d\n",
+		sizeText(m.FilterMemoryBytes), m.FilterBitsPerKey, m.Adaptations, m.PreAdaptations, m.PreAdaptChecks, m.Rebuilds,
+		m.RemoteReads, m.RemoteCacheHits, m.RemoteCacheMisses, m.FixesDeferred, m.FixesDropped)
+	fmt.Fprintf(&b, "known negatives %d (%s); memtables %d (%s); table reads %d (%s), compaction reads %d (%s)\n",
+		m.KnownNegatives, sizeText(uint64(max(m.KnownNegativeBytes, 0))), m.MemTables, sizeText(m.MemTableBytes),
+		m.TableReads, sizeText(m.TableReadBytes), m.CompactionReads, sizeText(m.CompactionReadBytes))
+	fmt.Fprintf(&b, "flushes %d (merged %d, %s, %.3fs); compactions %d (moves %d, intra-L0 %d, running %d, %s in, %s out, %.3fs); write amplification %.2f; debt %s; stalls %d (%.3fs)\n",
+		m.Flushes, m.MergedFlushes, sizeText(m.BytesFlushed), m.FlushTime.Seconds(), m.Compactions, m.TableMoves,
+		m.IntraL0Compactions, m.CompactionsRunning, sizeText(m.BytesCompactedIn), sizeText(m.BytesCompacted),
+		m.CompactionTime.Seconds(), m.WriteAmplification(), sizeText(m.CompactionDebt), m.WriteStalls, m.WriteStallTime.Seconds())
+	return b.String()
 }
