@@ -290,15 +290,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(table, "total time %.1fs\n", time.Since(start).Seconds())
 
 	if o.jsonPath != "" {
-		var w io.Writer = stdout
-		if o.jsonPath != "-" {
-			f, err := os.Create(o.jsonPath)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			w = f
+		w, closeJSON, err := outputTo(o.jsonPath, stdout)
+		if err != nil {
+			return err
 		}
+		defer closeJSON()
 		if err := writeJSON(w, results); err != nil {
 			return err
 		}
@@ -322,6 +318,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// outputTo returns where -json FILE goes (stdout for "-") and what closes
+// it.
+func outputTo(path string, stdout io.Writer) (io.Writer, func() error, error) {
+	if path == "-" {
+		return stdout, func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, f.Close, nil
 }
 
 // defaultRecordCount is the recordcount of the default run's first workload:

@@ -199,15 +199,11 @@ func runWrites(o options, cfg StoreConfig, stores []string, base string, table, 
 	if o.jsonPath == "" {
 		return nil
 	}
-	var w io.Writer = stdout
-	if o.jsonPath != "-" {
-		f, err := os.Create(o.jsonPath)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		w = f
+	w, closeJSON, err := outputTo(o.jsonPath, stdout)
+	if err != nil {
+		return err
 	}
+	defer closeJSON()
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(results)
