@@ -76,6 +76,9 @@ type Counters struct {
 	// WriteStallBegin to WriteStallEnd).
 	Flushes, Compactions uint64
 	WriteStall           time.Duration
+	// WriteStalls counts the stalls (kv.Metrics.WriteStalls, Pebble's
+	// WriteStallBegin events).
+	WriteStalls uint64
 
 	// Known says which counters the store measures.
 	Known Known
@@ -127,6 +130,7 @@ func (c Counters) Sub(before Counters) Counters {
 	d.Flushes -= before.Flushes
 	d.Compactions -= before.Compactions
 	d.WriteStall -= before.WriteStall
+	d.WriteStalls -= before.WriteStalls
 	d.TableReads -= before.TableReads
 	d.TableReadBytes -= before.TableReadBytes
 	return d

@@ -129,6 +129,7 @@ func (s *kvStore) Metrics() (Counters, error) {
 		Flushes:             m.Flushes,
 		Compactions:         m.Compactions,
 		WriteStall:          m.WriteStallTime,
+		WriteStalls:         m.WriteStalls,
 		MemTableBytes:       m.MemTableBytes,
 		TableReads:          m.TableReads + m.CompactionReads,
 		TableReadBytes:      m.TableReadBytes + m.CompactionReadBytes,

@@ -86,6 +86,7 @@ type pebbleStore struct {
 	stallMu    sync.Mutex
 	stallStart time.Time
 	stalled    time.Duration
+	stalls     uint64
 }
 
 // keyRange is a table's smallest and largest user key.
@@ -166,6 +167,7 @@ func openPebble(cfg StoreConfig, l6 bool) (*pebbleStore, error) {
 		WriteStallBegin: func(pebble.WriteStallBeginInfo) {
 			s.stallMu.Lock()
 			s.stallStart = time.Now()
+			s.stalls++
 			s.stallMu.Unlock()
 		},
 		WriteStallEnd: func() {
@@ -374,7 +376,7 @@ func (s *pebbleStore) Metrics() (Counters, error) {
 	}
 	c.Flushes, c.Compactions = s.memtablesFlushed.Load(), uint64(m.Compact.Count-m.Compact.MoveCount) // moves rewrite nothing
 	s.stallMu.Lock()
-	c.WriteStall = s.stalled
+	c.WriteStall, c.WriteStalls = s.stalled, s.stalls
 	s.stallMu.Unlock()
 	return c, nil
 }
