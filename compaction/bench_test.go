@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/rangedel"
 )
 
 // discardOutput counts what it is given.
@@ -19,7 +20,8 @@ func (d *discardOutput) EstimatedSize() uint64 { return d.size }
 func (d *discardOutput) Finish() (*TableMeta, error) {
 	return &TableMeta{Size: d.size}, nil
 }
-func (d *discardOutput) Abort() error { return nil }
+func (d *discardOutput) Abort() error                                 { return nil }
+func (d *discardOutput) AddRangeDels(frags []rangedel.Fragment) error { return nil }
 
 // BenchmarkRun reports the cost per input entry (ns/op is per entry) of Run over a merging
 // iterator of 8 inputs where each user key has 4 versions (one kept, or

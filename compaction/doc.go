@@ -28,6 +28,9 @@
 // still see: per user key, the newest version visible to each live snapshot
 // and to the latest state. When the output is the bottommost data for its
 // range, tombstones with no older kept value beneath them are dropped, and
+// so are the range tombstones every snapshot sees (RunOptions.RangeDels:
+// the versions a range tombstone of their own snapshot stripe covers are
+// dropped at every level), and
 // (ZeroSeqs) the values every reader sees are written with sequence number
 // 0, as Pebble writes its bottommost level: a table's trailers then cost
 // next to nothing.

@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/rangedel"
 )
 
 // entry is one internal key and its value.
@@ -151,6 +152,7 @@ type memOutput struct {
 	aborted  bool
 	failAdd  int // fail the failAdd-th Add (1-based) if > 0
 	failFin  bool
+	frags    []rangedel.Fragment
 }
 
 func (o *memOutput) Add(key base.InternalKey, value []byte) error {
@@ -171,6 +173,16 @@ func (o *memOutput) Add(key base.InternalKey, value []byte) error {
 
 func (o *memOutput) EstimatedSize() uint64 { return o.size }
 
+func (o *memOutput) AddRangeDels(frags []rangedel.Fragment) error {
+	if o.finished || o.aborted {
+		return errors.New("memOutput: AddRangeDels after Finish/Abort")
+	}
+	for _, f := range frags {
+		o.frags = append(o.frags, rangedel.Fragment{Start: slices.Clone(f.Start), End: slices.Clone(f.End), Seqs: slices.Clone(f.Seqs)})
+	}
+	return nil
+}
+
 func (o *memOutput) Finish() (*TableMeta, error) {
 	if o.finished || o.aborted {
 		return nil, errors.New("memOutput: Finish twice")
@@ -178,11 +190,16 @@ func (o *memOutput) Finish() (*TableMeta, error) {
 	if o.failFin {
 		return nil, errInjected
 	}
-	if len(o.es) == 0 {
+	if len(o.es) == 0 && len(o.frags) == 0 {
 		return nil, errors.New("memOutput: empty table")
 	}
 	o.finished = true
-	return &TableMeta{FileNum: o.fileNum, Size: o.size, Smallest: o.es[0].key, Largest: o.es[len(o.es)-1].key}, nil
+	if len(o.es) == 0 {
+		return &TableMeta{FileNum: o.fileNum, Size: o.size, HasRangeDels: true,
+			Smallest: base.InternalKey{UserKey: o.frags[0].Start, Seq: o.frags[0].Seqs[0], Kind: base.KindRangeDelete},
+			Largest:  base.InternalKey{UserKey: o.frags[len(o.frags)-1].End, Seq: base.MaxSeq, Kind: base.KindRangeDelete}}, nil
+	}
+	return &TableMeta{FileNum: o.fileNum, Size: o.size, Smallest: o.es[0].key, Largest: o.es[len(o.es)-1].key, HasRangeDels: len(o.frags) > 0}, nil
 }
 
 func (o *memOutput) Abort() error {

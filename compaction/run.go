@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/rangedel"
 )
 
 // Output is one table being written by Run. The kv package backs it with an
@@ -20,6 +21,9 @@ type Output interface {
 	EstimatedSize() uint64
 	// Finish completes the table and returns its metadata.
 	Finish() (*TableMeta, error)
+	// AddRangeDels adds range tombstone fragments, in key order; Run calls
+	// it at most once per output, just before Finish.
+	AddRangeDels(frags []rangedel.Fragment) error
 	// Abort discards the table (and removes its file). Run calls it on the
 	// output in progress when it fails, and after a failed Finish (ignoring
 	// the result then, as Finish may have discarded the table already).
@@ -58,6 +62,11 @@ type RunOptions struct {
 	// Cancel, when non-nil, stops the run with ErrCanceled once it is
 	// closed (checked every few thousand entries).
 	Cancel <-chan struct{}
+	// RangeDels are the range tombstones of the input (nil: none). Run
+	// drops the versions they delete for every reader and writes those of
+	// them some reader still needs into the outputs (see Run, Range
+	// tombstones).
+	RangeDels *rangedel.Set
 
 	// The store's known negatives are not an input here: NewOutput (the
 	// store's) hands them to each table's filter builder, and the store
@@ -113,6 +122,17 @@ const cancelCheckInterval = 4096
 // grandparents are dense it waits for a fuller table, at most 90%); past
 // the last grandparent it cuts at the target.
 //
+// Range tombstones. A version at seq p of a key that a range tombstone at
+// t > p covers is dropped when t is in p's stripe: every reader that sees
+// the version sees the tombstone too. The tombstones themselves are kept
+// by the same rule as versions (the newest of each stripe, per fragment),
+// and with DropTombstones those of the oldest stripe are dropped: the
+// versions below them are dropped here and nothing older exists elsewhere.
+// Each output takes the kept fragments of its own key range
+// (rangedel.Splitter: up to the successor of its last user key), the last
+// one all the rest; an input whose point keys are all dropped still gets
+// an output when some tombstone is kept.
+//
 // Errors. An error from the input, an output, NewOutput or cancellation
 // aborts the output in progress and is returned (wrapped) together with the
 // metadata of the outputs already finished, so that the caller can delete
@@ -132,6 +152,7 @@ func Run(in base.Iterator, opts RunOptions) ([]*TableMeta, error) {
 		return nil, fmt.Errorf("%w: ZeroSeqs without DropTombstones (only a bottommost output may zero sequence numbers)", ErrInvalidOptions)
 	}
 	r := runner{opts: opts}
+	r.rangeDels = rangedel.NewSplitter(r.keptRangeDels())
 	err := r.run(in)
 	if err != nil && r.out != nil {
 		if aerr := r.out.Abort(); aerr != nil {
@@ -151,6 +172,9 @@ type runner struct {
 	// kept keys have not passed; passed counts the grandparent starts passed
 	// since the current output began.
 	gp, passed int
+
+	rangeDels *rangedel.Splitter // the kept range tombstones, for the outputs
+	lastKey   []byte             // last user key added to out
 
 	userKey  []byte   // user key of the current group (copied)
 	started  bool     // the current user key has been written to out
@@ -204,6 +228,9 @@ func (r *runner) run(in base.Iterator) error {
 			r.pending = r.pending[:0] // tombstones hiding nothing: dropped
 		}
 		r.stripe = stripe
+		if t, ok := r.opts.RangeDels.CoveringAbove(k.UserKey, k.Seq); ok && r.stripeOf(t) == stripe {
+			continue // deleted by a range tombstone every reader of it sees
+		}
 		if r.opts.DropTombstones {
 			if k.Kind == base.KindDelete {
 				r.pending = append(r.pending, k.Seq)
@@ -226,7 +253,19 @@ func (r *runner) run(in base.Iterator) error {
 	if err := in.Error(); err != nil {
 		return fmt.Errorf("compaction: input: %w", err)
 	}
-	return r.finish()
+	return r.finishLast()
+}
+
+// finishLast completes the last output with every range tombstone not yet
+// written, opening one for them if no point key needed one.
+func (r *runner) finishLast() error {
+	frags := r.rangeDels.Rest()
+	if r.out == nil && len(frags) > 0 {
+		if err := r.open(); err != nil {
+			return err
+		}
+	}
+	return r.finishWith(frags)
 }
 
 // add writes one kept entry, cutting the output first if this is the first
@@ -245,19 +284,38 @@ func (r *runner) add(k base.InternalKey, value []byte) error {
 		}
 	}
 	if r.out == nil {
-		out, err := r.opts.NewOutput()
-		if err != nil {
-			return fmt.Errorf("compaction: new output: %w", err)
+		if err := r.open(); err != nil {
+			return err
 		}
-		if out == nil {
-			return fmt.Errorf("%w: NewOutput returned a nil Output", ErrInvalidOptions)
-		}
-		r.out = out
 	}
 	if err := r.out.Add(k, value); err != nil {
 		return fmt.Errorf("compaction: output add: %w", err)
 	}
+	r.lastKey = append(r.lastKey[:0], k.UserKey...)
 	return nil
+}
+
+// keptRangeDels returns the input's range tombstones that some reader
+// still needs (see Run, Range tombstones).
+func (r *runner) keptRangeDels() *rangedel.Set {
+	var frags []rangedel.Fragment
+	for _, f := range r.opts.RangeDels.Fragments() {
+		var seqs []uint64
+		last := -1                   // stripe of the last kept seq
+		for _, seq := range f.Seqs { // newest first
+			st := r.stripeOf(seq)
+			if st == last || (r.opts.DropTombstones && st == 0) {
+				continue
+			}
+			last = st
+			seqs = append(seqs, seq)
+		}
+		if len(seqs) > 0 {
+			frags = append(frags, rangedel.Fragment{Start: f.Start, End: f.End, Seqs: seqs})
+		}
+	}
+	s, _ := rangedel.FromFragments(frags) // a subset of a Set's fragments: well formed
+	return s
 }
 
 // passGrandparents moves past the grandparents that begin at or below
@@ -296,13 +354,40 @@ func (r *runner) shouldCut(atBoundary bool) bool {
 	}
 }
 
-// finish completes the output in progress, if any.
+// open opens the next output.
+func (r *runner) open() error {
+	out, err := r.opts.NewOutput()
+	if err != nil {
+		return fmt.Errorf("compaction: new output: %w", err)
+	}
+	if out == nil {
+		return fmt.Errorf("%w: NewOutput returned a nil Output", ErrInvalidOptions)
+	}
+	r.out = out
+	return nil
+}
+
+// finish completes the output in progress, if any, before a cut: it takes
+// the range tombstones up to its last key.
 func (r *runner) finish() error {
 	if r.out == nil {
 		return nil
 	}
+	return r.finishWith(r.rangeDels.Cut(r.lastKey))
+}
+
+// finishWith completes the output in progress, if any, with the range
+// tombstone fragments frags.
+func (r *runner) finishWith(frags []rangedel.Fragment) error {
+	if r.out == nil {
+		return nil
+	}
 	r.passed = 0
-	meta, err := r.out.Finish()
+	var meta *TableMeta
+	err := r.out.AddRangeDels(frags)
+	if err == nil {
+		meta, err = r.out.Finish()
+	}
 	if err == nil && meta == nil {
 		err = errors.New("Finish returned nil metadata")
 	}

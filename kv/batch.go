@@ -1,10 +1,12 @@
 package kv
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/kv/internal/memtable"
 )
 
 // Batch encoding (also the WAL record payload):
@@ -13,7 +15,9 @@ import (
 //	[8:16)  sequence number of the first entry, little endian
 //	[16:20) entry count, little endian
 //	entries: kind byte, uvarint key length, key, and for a Set a uvarint
-//	value length and the value.
+//	value length and the value; for a range deletion (kind
+//	base.KindRangeDelete) the key is the range's start and the value its
+//	end.
 //
 // Entry i of a batch gets sequence number seq+i, so a later write of the same
 // key in a batch wins.
@@ -56,14 +60,22 @@ func (b *Batch) Set(key, value []byte) error {
 	if len(value) > MaxValueSize {
 		return fmt.Errorf("%w: %d bytes > %d", ErrValueTooLarge, len(value), MaxValueSize)
 	}
+	b.appendEntry(base.KindSet, key, value)
+	return nil
+}
+
+// appendEntry encodes one entry: kind, key, and for all but a point
+// deletion the value (a range deletion's end).
+func (b *Batch) appendEntry(kind base.Kind, key, value []byte) {
 	b.init()
-	b.data = append(b.data, byte(base.KindSet))
+	b.data = append(b.data, byte(kind))
 	b.data = binary.AppendUvarint(b.data, uint64(len(key)))
 	b.data = append(b.data, key...)
-	b.data = binary.AppendUvarint(b.data, uint64(len(value)))
-	b.data = append(b.data, value...)
+	if kind != base.KindDelete {
+		b.data = binary.AppendUvarint(b.data, uint64(len(value)))
+		b.data = append(b.data, value...)
+	}
 	b.count++
-	return nil
 }
 
 // Delete adds a deletion of key.
@@ -71,11 +83,23 @@ func (b *Batch) Delete(key []byte) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	b.init()
-	b.data = append(b.data, byte(base.KindDelete))
-	b.data = binary.AppendUvarint(b.data, uint64(len(key)))
-	b.data = append(b.data, key...)
-	b.count++
+	b.appendEntry(base.KindDelete, key, nil)
+	return nil
+}
+
+// DeleteRange adds a deletion of every key in [start, end) (see
+// DB.DeleteRange). Writes added to the batch after it are not deleted.
+func (b *Batch) DeleteRange(start, end []byte) error {
+	if err := checkKey(start); err != nil {
+		return err
+	}
+	if err := checkKey(end); err != nil {
+		return err
+	}
+	if bytes.Compare(start, end) >= 0 {
+		return fmt.Errorf("%w: start %q is not below end %q", ErrInvalidRange, start, end)
+	}
+	b.appendEntry(base.KindRangeDelete, start, end)
 	return nil
 }
 
@@ -106,7 +130,16 @@ func (b *Batch) setSeq(seq uint64) {
 // batchEntry is one decoded write.
 type batchEntry struct {
 	kind       base.Kind
-	key, value []byte
+	key, value []byte // a range deletion's start and end
+}
+
+// applyTo inserts the entry into mt at sequence number seq.
+func (e batchEntry) applyTo(mt *memtable.MemTable, seq uint64) {
+	if e.kind == base.KindRangeDelete {
+		mt.AddRangeDel(e.key, e.value, seq)
+		return
+	}
+	mt.Add(base.InternalKey{UserKey: e.key, Seq: seq, Kind: e.kind}, e.value)
 }
 
 // decodeBatch walks an encoded batch, calling fn for each entry with its
@@ -126,16 +159,21 @@ func decodeBatch(data []byte, fn func(seq uint64, e batchEntry) error) (first ui
 		var e batchEntry
 		e.kind = base.Kind(p[0])
 		p = p[1:]
-		if e.kind != base.KindSet && e.kind != base.KindDelete {
+		if e.kind != base.KindSet && e.kind != base.KindDelete && e.kind != base.KindRangeDelete {
 			return 0, 0, fmt.Errorf("%w: batch entry %d has kind %d", ErrCorruption, i, e.kind)
 		}
 		var ok bool
 		if e.key, p, ok = readLenPrefixed(p, MaxKeySize); !ok || len(e.key) == 0 {
 			return 0, 0, fmt.Errorf("%w: batch entry %d has a bad key", ErrCorruption, i)
 		}
-		if e.kind == base.KindSet {
+		switch e.kind {
+		case base.KindSet:
 			if e.value, p, ok = readLenPrefixed(p, MaxValueSize); !ok {
 				return 0, 0, fmt.Errorf("%w: batch entry %d has a bad value", ErrCorruption, i)
+			}
+		case base.KindRangeDelete:
+			if e.value, p, ok = readLenPrefixed(p, MaxKeySize); !ok || bytes.Compare(e.key, e.value) >= 0 {
+				return 0, 0, fmt.Errorf("%w: batch entry %d has a bad range end", ErrCorruption, i)
 			}
 		}
 		if fn != nil {

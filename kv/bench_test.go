@@ -263,7 +263,7 @@ func BenchmarkFlushCompactKnownNegatives(b *testing.B) {
 		}
 		b.Run("record="+record+"/flush", func(b *testing.B) {
 			for b.Loop() {
-				meta, err := db.writeTable(mt.NewIter())
+				meta, err := db.writeTable(mt.NewIter(), nil)
 				require.NoError(b, err)
 				warm([]*base.TableMeta{meta})
 				b.StopTimer()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/rangedel"
 	"github.com/adaptkv/adaptkv/sstable"
 )
 
@@ -186,6 +187,11 @@ func (db *DB) runCompaction(plan *compaction.Plan, v *version, outNum uint64) (e
 		return err
 	}
 	in := compaction.NewMergingIter(iters...)
+	rangeDels, err := db.rangeDelsOf(plan.Tables())
+	if err != nil {
+		in.Close()
+		return err
+	}
 	kn := db.buildNegatives()
 	var outs []*tableOutput
 	ropts := compaction.RunOptions{
@@ -204,7 +210,8 @@ func (db *DB) runCompaction(plan *compaction.Plan, v *version, outNum uint64) (e
 			}
 			return o, err
 		},
-		Cancel: db.closeCh,
+		Cancel:    db.closeCh,
+		RangeDels: rangeDels,
 	}
 	// An intra-L0 plan writes one table (TargetFileSize 0) and keeps its
 	// tombstones and sequence numbers: older versions of its keys are in
@@ -342,6 +349,24 @@ func (db *DB) compactionInputs(plan *compaction.Plan) ([]base.Iterator, error) {
 		level(plan.Overlapping)
 	}
 	return iters, nil
+}
+
+// rangeDelsOf returns the range tombstones of tables, merged (each table's
+// are read when it opens, and kept with its table cache entry).
+func (db *DB) rangeDelsOf(tables []*base.TableMeta) (*rangedel.Set, error) {
+	var sets []*rangedel.Set
+	for _, t := range tables {
+		if !t.HasRangeDels {
+			continue
+		}
+		h, err := db.tc.get(t.FileNum)
+		if err != nil {
+			return nil, err
+		}
+		sets = append(sets, h.r.RangeDels())
+		db.tc.release(h)
+	}
+	return rangedel.Merge(sets...), nil
 }
 
 func (db *DB) newCompactionIter(fn uint64) (base.Iterator, error) {

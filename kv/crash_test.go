@@ -41,13 +41,45 @@ func crashKey(round, g, i int) []byte { return fmt.Appendf(nil, "r%02d-g%d-%08d"
 func crashPair(k []byte) []byte       { return append(bytes.Clone(k), "-pair"...) }
 func crashValue(k []byte) []byte      { return bytes.Repeat(append(bytes.Clone(k), '/'), 6) }
 
+// crashJunk is the j-th key that key k's writer writes and then deletes
+// with a range deletion, before it writes k (every crashJunkEvery-th key);
+// it sorts after k (and its pair) and before the writer's next key.
+func crashJunk(k []byte, j int) []byte { return fmt.Appendf(bytes.Clone(k), "~j%d", j) }
+
+const crashJunkEvery = 11
+
+// writeJunk writes key k's junk keys, then deletes them with a range
+// deletion.
+func writeJunk(db *DB, k []byte, wo *WriteOptions) error {
+	b := NewBatch()
+	for j := 0; j < 3; j++ {
+		_ = b.Set(crashJunk(k, j), crashValue(k))
+	}
+	if err := db.Apply(b, wo); err != nil {
+		return err
+	}
+	return db.DeleteRange(crashJunk(k, 0), crashJunk(k, 9), wo)
+}
+
+// crashJunkOwner reports whether key is a junk key, and the index of the
+// key it belongs to.
+func crashJunkOwner(key []byte) (int, bool) {
+	i := bytes.Index(key, []byte("~j"))
+	if i < 8 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(string(key[i-8 : i]))
+	return n, err == nil
+}
+
 // crashAbsent is a key never written that sorts right after k, inside the
 // tables' key ranges: Gets of it reach the filters and adapt them.
 func crashAbsent(k []byte, n int) []byte { return fmt.Appendf(bytes.Clone(k), "!%d", n) }
 
 // crashChild writes until it is killed: crashWriters goroutines each write
-// keys 0, 1, 2, ... (every 7th as a batch with a "-pair" key) and print
-// "ack g i" once the write returned. Meanwhile a reader asks absent keys
+// keys 0, 1, 2, ... (every 7th as a batch with a "-pair" key; before every
+// crashJunkEvery-th, junk keys after it and then a range deletion of them)
+// and print "ack g i" once the write returned. Meanwhile a reader asks absent keys
 // among the written ones, so the tables' filters adapt (and save their
 // state when they leave the table cache and on Close), and prints the
 // adaptations so far ("adapted n"); and now and then (seeded) the store
@@ -83,12 +115,17 @@ func crashChild(dir string, round int, durable, noMap bool, seed uint64) {
 				k := crashKey(round, g, i)
 				dbMu.RLock()
 				var err error
-				if i%7 == 0 {
+				if i%crashJunkEvery == crashJunkEvery-1 {
+					err = writeJunk(db, k, wo)
+				}
+				switch {
+				case err != nil:
+				case i%7 == 0:
 					b := NewBatch()
 					_ = b.Set(k, crashValue(k))
 					_ = b.Set(crashPair(k), crashValue(k))
 					err = db.Apply(b, wo)
-				} else {
+				default:
 					err = db.Set(k, crashValue(k), wo)
 				}
 				dbMu.RUnlock()
@@ -245,7 +282,8 @@ func TestCrashKill(t *testing.T) {
 }
 
 // checkWriterPrefix checks the keys of writer g in round: indices 0..n-1
-// exactly, correct values, batch pairs all-or-nothing. It returns n.
+// exactly, correct values, batch pairs all-or-nothing, and no junk key but
+// those of key n (whose range deletion may be lost with it). It returns n.
 func checkWriterPrefix(t *testing.T, db *DB, round, g int) int {
 	prefix := fmt.Sprintf("r%02d-g%d-", round, g)
 	it, err := db.NewIter(&IterOptions{LowerBound: []byte(prefix), UpperBound: []byte(prefix + "~")})
@@ -253,6 +291,10 @@ func checkWriterPrefix(t *testing.T, db *DB, round, g int) int {
 	defer it.Close()
 	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
+		if owner, junk := crashJunkOwner(it.Key()); junk {
+			require.Equal(t, n, owner, "round %d writer %d: junk key %q survived its range deletion", round, g, it.Key())
+			continue
+		}
 		k := crashKey(round, g, n)
 		require.Equal(t, string(k), string(it.Key()), "round %d writer %d: keys must be a prefix", round, g)
 		require.Equal(t, crashValue(k), it.Value())

@@ -16,6 +16,7 @@ import (
 	"github.com/adaptkv/adaptkv/internal/atomicfile"
 	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/adaptkv/adaptkv/internal/directio"
+	"github.com/adaptkv/adaptkv/internal/rangedel"
 	"github.com/adaptkv/adaptkv/kv/internal/knownneg"
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
 	"github.com/adaptkv/adaptkv/kv/internal/striped"
@@ -380,8 +381,8 @@ func (db *DB) allocFileNum() uint64 { return db.nextFileNum.Add(1) - 1 }
 
 // writeTable writes the entries of it into a new table and returns its
 // metadata (the file is synced by the sstable writer).
-func (db *DB) writeTable(it base.Iterator) (*base.TableMeta, error) {
-	metas, err := db.writeTables(it, nil, 0, db.nextJobID(), "recovering")
+func (db *DB) writeTable(it base.Iterator, rangeDels *rangedel.Set) (*base.TableMeta, error) {
+	metas, err := db.writeTables(it, rangeDels, nil, 0, db.nextJobID(), "recovering")
 	if err != nil {
 		return nil, err
 	}
@@ -397,11 +398,15 @@ func (db *DB) flushFormat() sstable.Format {
 	return sstable.FormatRow
 }
 
-// writeTables writes every entry of it (which must hold one) into new
-// tables, cutting before the first user key past a split key once the
-// table holds minBytes (Options.FlushSplitBytes); splits ascend.
-func (db *DB) writeTables(it base.Iterator, splits [][]byte, minBytes uint64, job int, reason string) ([]*base.TableMeta, error) {
+// writeTables writes every entry of it and the range tombstones rangeDels
+// (together at least one) into new tables, cutting before the first user
+// key past a split key once the table holds minBytes
+// (Options.FlushSplitBytes); splits ascend. Each table takes the
+// tombstones of its key range (rangedel.Splitter).
+func (db *DB) writeTables(it base.Iterator, rangeDels *rangedel.Set, splits [][]byte, minBytes uint64, job int, reason string) ([]*base.TableMeta, error) {
 	kn := db.buildNegatives()
+	rds := rangedel.NewSplitter(rangeDels)
+	var last []byte // the last user key written to out
 	var metas []*base.TableMeta
 	var out *tableOutput
 	fail := func(err error) ([]*base.TableMeta, error) {
@@ -413,8 +418,20 @@ func (db *DB) writeTables(it base.Iterator, splits [][]byte, minBytes uint64, jo
 		}
 		return nil, err
 	}
-	finish := func() error {
-		meta, err := out.Finish()
+	newOutput := func() error {
+		var err error
+		out, err = db.newOutputNum(db.allocFileNum(), kn, db.flushFormat(), job, reason)
+		return err
+	}
+	finish := func(frags []rangedel.Fragment) error {
+		err := out.AddRangeDels(frags)
+		var meta *base.TableMeta
+		if err == nil {
+			meta, err = out.Finish()
+		}
+		if err != nil {
+			out.Abort()
+		}
 		out = nil
 		if err == nil {
 			metas = append(metas, meta)
@@ -431,27 +448,33 @@ func (db *DB) writeTables(it base.Iterator, splits [][]byte, minBytes uint64, jo
 			splits, passed = splits[1:], true
 		}
 		if passed && out != nil && out.EstimatedSize() >= minBytes {
-			if err := finish(); err != nil {
+			if err := finish(rds.Cut(last)); err != nil {
 				return fail(err)
 			}
 		}
 		if out == nil {
-			var err error
-			if out, err = db.newOutputNum(db.allocFileNum(), kn, db.flushFormat(), job, reason); err != nil {
+			if err := newOutput(); err != nil {
 				return fail(err)
 			}
 		}
 		if err := out.Add(k, it.Value()); err != nil {
 			return fail(err)
 		}
+		last = append(last[:0], k.UserKey...)
 	}
 	if err := it.Error(); err != nil {
 		return fail(err)
 	}
+	frags := rds.Rest()
+	if out == nil && len(frags) > 0 {
+		if err := newOutput(); err != nil {
+			return fail(err)
+		}
+	}
 	if out == nil {
 		return fail(fmt.Errorf("kv: no entries to write"))
 	}
-	if err := finish(); err != nil {
+	if err := finish(frags); err != nil {
 		return fail(err)
 	}
 	return metas, nil
@@ -482,6 +505,9 @@ func (db *DB) newOutputNum(fn uint64, kn knownneg.List, format sstable.Format, j
 func (o *tableOutput) Add(key base.InternalKey, value []byte) error { return o.w.Add(key, value) }
 func (o *tableOutput) EstimatedSize() uint64                        { return o.w.EstimatedSize() }
 func (o *tableOutput) Abort() error                                 { return o.w.Abort() }
+func (o *tableOutput) AddRangeDels(frags []rangedel.Fragment) error {
+	return o.w.AddRangeDels(frags)
+}
 func (o *tableOutput) Finish() (*base.TableMeta, error) {
 	info, err := o.w.Close()
 	if err != nil {
@@ -489,7 +515,8 @@ func (o *tableOutput) Finish() (*base.TableMeta, error) {
 	}
 	o.db.preAdaptChecks.Add(uint64(info.PreAdapted.Checked))
 	o.db.preAdaptations.Add(uint64(info.PreAdapted.Fixed))
-	return &base.TableMeta{FileNum: o.fileNum, Size: info.Size, Smallest: info.Smallest, Largest: info.Largest}, nil
+	return &base.TableMeta{FileNum: o.fileNum, Size: info.Size, Smallest: info.Smallest, Largest: info.Largest,
+		HasRangeDels: info.RangeDels > 0}, nil
 }
 
 // logAndApply writes edit to the manifest (fsynced) and installs the version
@@ -652,25 +679,30 @@ func (db *DB) flushMemtables(ms []*memEntry, nextLog uint64) (err error) {
 	}()
 	edit := &versionEdit{hasLogNum: true, logNum: nextLog}
 	var its []base.Iterator
+	var rangeDels []*rangedel.Set
 	for _, m := range ms {
-		if !m.mt.Empty() {
+		if m.mt.Len() > 0 {
 			its = append(its, m.mt.NewIter())
 		}
+		rangeDels = append(rangeDels, m.mt.RangeDels())
 	}
-	if len(its) > 0 {
+	if rds := rangedel.Merge(rangeDels...); len(its) > 0 || rds.Len() > 0 {
 		var splits [][]byte
 		if db.opts.FlushSplitBytes > 0 {
 			v := db.currentVersion()
 			splits = compaction.FlushSplitKeys(v.levels, db.compactionOptions())
 			v.unref()
 		}
-		it := its[0]
+		var it base.Iterator = compaction.NewMergingIter() // none: range tombstones only
+		if len(its) > 0 {
+			it = its[0]
+		}
 		if len(its) > 1 {
 			// Sequence numbers grow from each memtable to the next, so
 			// merging by internal key keeps every version in order.
 			it = compaction.NewMergingIter(its...)
 		}
-		metas, err := db.writeTables(it, splits, uint64(db.opts.FlushSplitBytes), info.JobID, "flushing")
+		metas, err := db.writeTables(it, rds, splits, uint64(db.opts.FlushSplitBytes), info.JobID, "flushing")
 		_ = it.Close() // memtable iterators hold nothing and cannot fail
 		if err != nil {
 			return err

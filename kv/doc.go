@@ -1,7 +1,8 @@
 // Package kv is adaptkv's public store: an embedded, ordered key-value store
 // (an LSM tree on Pebble's sstable format) whose per-table filters adapt to
 // their false positives. The API follows Pebble: Open, Get, Set, Delete,
-// batches, iterators, snapshots, Flush, Compact, Metrics, Close.
+// DeleteRange, batches, iterators, snapshots, checkpoints, Flush, Compact,
+// Metrics, Close.
 //
 // # Design
 //
@@ -39,7 +40,8 @@
 // one table per level; in each table sstable.Reader.GetInternal queries the
 // in-memory filter, probes the table on "maybe", and on a false positive
 // adapts the filter; the first version found (value or tombstone) ends the
-// read. Tables are opened through a table cache bounded by MaxOpenFiles that
+// read, and reads as deleted if a range tombstone passed on the way (each
+// table's are in memory, consulted whatever the filter says) covers it. Tables are opened through a table cache bounded by MaxOpenFiles that
 // shares one Pebble block cache (new tables are opened when written, and
 // existing ones by a background pass after Open); a table's adaptive filter
 // state is saved when the cache closes it and on Close (a ReadOnly store

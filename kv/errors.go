@@ -18,6 +18,9 @@ var (
 	ErrEmptyKey = errors.New("kv: empty key")
 	// ErrKeyTooLarge is returned for a key longer than MaxKeySize.
 	ErrKeyTooLarge = errors.New("kv: key too large")
+	// ErrInvalidRange is returned by DeleteRange for a range whose start is
+	// not below its end.
+	ErrInvalidRange = errors.New("kv: invalid range")
 	// ErrValueTooLarge is returned for a value longer than MaxValueSize.
 	ErrValueTooLarge = errors.New("kv: value too large")
 	// ErrBatchTooLarge is returned by Apply for a batch over MaxBatchSize.

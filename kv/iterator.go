@@ -7,6 +7,7 @@ import (
 
 	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/rangedel"
 )
 
 // Iterator walks the live user keys of a consistent view in key order,
@@ -22,18 +23,22 @@ import (
 // it holds stay open (their files, and their blocks in the block cache)
 // until the iterator is closed, so Close it even then.
 type Iterator struct {
-	db     *DB
-	rs     readView
-	it     base.Iterator // merged internal iterator
-	lower  []byte
-	upper  []byte
-	dir    int // +1 forward, -1 backward
-	valid  bool
-	key    []byte
-	value  []byte
-	pos    bool // the internal iterator is at an entry
-	err    error
-	closed bool
+	db *DB
+	rs readView
+	it base.Iterator // merged internal iterator
+	// rangeDels are the range tombstones of the memtables and of the
+	// tables within the bounds (nil: none); a version they cover reads
+	// as deleted.
+	rangeDels *rangedel.Set
+	lower     []byte
+	upper     []byte
+	dir       int // +1 forward, -1 backward
+	valid     bool
+	key       []byte
+	value     []byte
+	pos       bool // the internal iterator is at an entry
+	err       error
+	closed    bool
 }
 
 // NewIter returns an iterator over the current state (an implicit snapshot:
@@ -55,8 +60,12 @@ func (db *DB) newIter(o *IterOptions, seq uint64) (*Iterator, error) {
 		return nil, err
 	}
 	iters := make([]base.Iterator, 0, len(rs.mems)+len(rs.v.levels[0])+compaction.NumLevels)
+	var rangeDels []*rangedel.Set
 	for _, mt := range rs.mems {
 		iters = append(iters, mt.NewIter())
+		if s := mt.RangeDels(); s != nil {
+			rangeDels = append(rangeDels, s)
+		}
 	}
 	fail := func(err error) (*Iterator, error) {
 		for _, it := range iters {
@@ -65,6 +74,7 @@ func (db *DB) newIter(o *IterOptions, seq uint64) (*Iterator, error) {
 		rs.release()
 		return nil, err
 	}
+	var withRangeDels []*base.TableMeta
 	l0 := rs.v.levels[0]
 	for i := len(l0) - 1; i >= 0; i-- {
 		if !overlapsBounds(l0[i], lower, upper) {
@@ -75,12 +85,18 @@ func (db *DB) newIter(o *IterOptions, seq uint64) (*Iterator, error) {
 			return fail(err)
 		}
 		iters = append(iters, it)
+		if l0[i].HasRangeDels {
+			withRangeDels = append(withRangeDels, l0[i])
+		}
 	}
 	for lvl := 1; lvl < compaction.NumLevels; lvl++ {
 		var ts []*base.TableMeta
 		for _, t := range rs.v.levels[lvl] {
 			if overlapsBounds(t, lower, upper) {
 				ts = append(ts, t)
+				if t.HasRangeDels {
+					withRangeDels = append(withRangeDels, t)
+				}
 			}
 		}
 		if len(ts) > 0 {
@@ -89,8 +105,16 @@ func (db *DB) newIter(o *IterOptions, seq uint64) (*Iterator, error) {
 			}))
 		}
 	}
+	if len(withRangeDels) > 0 {
+		s, err := db.rangeDelsOf(withRangeDels)
+		if err != nil {
+			return fail(err)
+		}
+		rangeDels = append(rangeDels, s)
+	}
 	rs.iters.Add(1)
-	return &Iterator{db: db, rs: rs, it: compaction.NewMergingIter(iters...), lower: lower, upper: upper}, nil
+	return &Iterator{db: db, rs: rs, it: compaction.NewMergingIter(iters...), lower: lower, upper: upper,
+		rangeDels: rangedel.Merge(rangeDels...)}, nil
 }
 
 func overlapsBounds(t *base.TableMeta, lower, upper []byte) bool {
@@ -372,7 +396,7 @@ func (i *Iterator) findNext(ok bool, skip []byte) bool {
 		if skip != nil && bytes.Equal(k.UserKey, skip) {
 			continue // an older version of a key already handled
 		}
-		if k.Kind == base.KindDelete {
+		if k.Kind == base.KindDelete || i.rangeDels.Covering(k.UserKey, i.rs.seq) > k.Seq {
 			skip = append(skip[:0:0], k.UserKey...)
 			continue
 		}
@@ -407,7 +431,7 @@ func (i *Iterator) findPrev(ok bool) bool {
 			break // the key gathered so far is the answer
 		}
 		gathering = append(gathering[:0], k.UserKey...)
-		if k.Kind == base.KindDelete {
+		if k.Kind == base.KindDelete || i.rangeDels.Covering(k.UserKey, i.rs.seq) > k.Seq {
 			have = false
 			continue
 		}

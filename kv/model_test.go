@@ -135,6 +135,20 @@ func runModel(t *testing.T, policy string, seed uint64, nops int) {
 		}
 		return v
 	}
+	// randRange is a range of up to 60 dense keys (sparse keys between
+	// them included).
+	randRange := func() (start, end []byte) {
+		a := rng.IntN(keySpace)
+		return fmt.Appendf(nil, "k%05d", a), fmt.Appendf(nil, "k%05d", a+1+rng.IntN(60))
+	}
+	// deleteRange applies a range deletion to m, recording what it removes.
+	deleteRange := func(unit []undoEntry, start, end []byte) []undoEntry {
+		for _, k := range m.sortedKeys(start, end) {
+			unit = record(unit, k)
+			delete(m, k)
+		}
+		return unit
+	}
 	writeOpts := func() *WriteOptions {
 		if rng.IntN(4) == 0 {
 			return Sync
@@ -211,13 +225,19 @@ func runModel(t *testing.T, policy string, seed uint64, nops int) {
 	for op = 0; op < nops; op++ {
 		r := rng.IntN(1000)
 		switch {
-		case r < 300:
+		case r < 280:
 			what = "set"
 			k, v := randKey(), randValue()
 			wo := writeOpts()
 			require.NoError(t, db.Set(k, v, wo), ctx())
 			durable(wo, record(nil, string(k)))
 			m[string(k)] = v
+		case r < 300:
+			what = "delete-range"
+			start, end := randRange()
+			wo := writeOpts()
+			require.NoError(t, db.DeleteRange(start, end, wo), ctx())
+			durable(wo, deleteRange(nil, start, end))
 		case r < 400:
 			what = "delete"
 			k := randKey()
@@ -227,33 +247,30 @@ func runModel(t *testing.T, policy string, seed uint64, nops int) {
 			delete(m, string(k))
 		case r < 450:
 			what = "batch"
+			// The batch's writes apply in order (each undo entry holds
+			// the value before its own write).
 			b := NewBatch()
-			staged := model{}
-			var dels []string
+			var unit []undoEntry
 			for n := rng.IntN(20) + 1; n > 0; n-- {
 				k := randKey()
-				if rng.IntN(3) == 0 {
+				switch x := rng.IntN(30); {
+				case x < 3:
+					start, end := randRange()
+					require.NoError(t, b.DeleteRange(start, end))
+					unit = deleteRange(unit, start, end)
+				case x < 10:
 					require.NoError(t, b.Delete(k))
-					delete(staged, string(k))
-					dels = append(dels, string(k))
-				} else {
+					unit = record(unit, string(k))
+					delete(m, string(k))
+				default:
 					v := randValue()
 					require.NoError(t, b.Set(k, v))
-					staged[string(k)] = v
-					dels = slices.DeleteFunc(dels, func(d string) bool { return d == string(k) })
+					unit = record(unit, string(k))
+					m[string(k)] = v
 				}
 			}
 			wo := writeOpts()
 			require.NoError(t, db.Apply(b, wo), ctx())
-			var unit []undoEntry
-			for _, d := range dels {
-				unit = record(unit, d)
-				delete(m, d)
-			}
-			for k, v := range staged {
-				unit = record(unit, k)
-				m[k] = v
-			}
 			durable(wo, unit)
 		case r < 750:
 			what = "get"

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"bytes"
+	"fmt"
 	"runtime"
 	"slices"
 	"sort"
@@ -214,9 +215,18 @@ func (db *DB) get(key []byte, seq uint64) ([]byte, error) {
 		return nil, err
 	}
 	defer rs.release()
+	// rd is the newest range tombstone covering key that the read sees,
+	// among the sources passed so far (0: none). Sources go newest first,
+	// and a range tombstone sits no lower than the versions it deletes
+	// (its table's bounds include it), so when a version turns up, every
+	// tombstone that could delete it has been passed.
+	var rd uint64
 	for _, mt := range rs.mems {
-		if v, kind, ok := mt.Get(key, rs.seq); ok {
-			if kind == base.KindSet {
+		if s := mt.RangeDels(); s != nil {
+			rd = max(rd, s.Covering(key, rs.seq))
+		}
+		if v, kind, vseq, ok := mt.GetVersion(key, rs.seq); ok {
+			if kind == base.KindSet && vseq >= rd {
 				return append(make([]byte, 0, len(v)), v...), nil
 			}
 			return nil, ErrNotFound
@@ -232,9 +242,9 @@ func (db *DB) get(key []byte, seq uint64) ([]byte, error) {
 			continue
 		}
 		probed = true
-		v, done, err := db.getFromTable(ts[i], key, rs.seq)
+		v, done, err := db.getFromTable(ts[i], key, rs.seq, &rd)
 		if done || err != nil {
-			return v, err
+			return db.gotFromTable(key, v, err)
 		}
 	}
 	// Then one table per level (two if a key's versions end one table and
@@ -244,9 +254,9 @@ func (db *DB) get(key []byte, seq uint64) ([]byte, error) {
 		i := sort.Search(len(ts), func(i int) bool { return bytes.Compare(ts[i].Largest.UserKey, key) >= 0 })
 		for ; i < len(ts) && bytes.Compare(ts[i].Smallest.UserKey, key) <= 0; i++ {
 			probed = true
-			v, done, err := db.getFromTable(ts[i], key, rs.seq)
+			v, done, err := db.getFromTable(ts[i], key, rs.seq, &rd)
 			if done || err != nil {
-				return v, err
+				return db.gotFromTable(key, v, err)
 			}
 			if !bytes.Equal(ts[i].Largest.UserKey, key) {
 				break
@@ -259,21 +269,44 @@ func (db *DB) get(key []byte, seq uint64) ([]byte, error) {
 	return nil, ErrNotFound
 }
 
+// errRangeDeleted is getFromTable's answer for a version a range tombstone
+// deletes.
+var errRangeDeleted = fmt.Errorf("%w: deleted by a range", ErrNotFound)
+
+// gotFromTable ends a Get that a table answered: a key a range deletion
+// removed is absent for the known-negative record, as a key no table
+// holds is.
+func (db *DB) gotFromTable(key, v []byte, err error) ([]byte, error) {
+	if err == errRangeDeleted {
+		db.recordAbsent(key)
+		return nil, ErrNotFound
+	}
+	return v, err
+}
+
 // getFromTable looks key up in one table (filter first; the table counts
-// and adapts). done reports that a version was found: a value, or a
-// tombstone (then the error is ErrNotFound).
-func (db *DB) getFromTable(t *base.TableMeta, key []byte, seq uint64) (value []byte, done bool, err error) {
+// and adapts), after raising *rd to the table's newest range tombstone
+// covering key (whatever the filter says: a filter speaks of point keys
+// only). done reports that a version was found: a value, or a tombstone
+// (then the error is ErrNotFound), or one deleted by *rd (errRangeDeleted).
+func (db *DB) getFromTable(t *base.TableMeta, key []byte, seq uint64, rd *uint64) (value []byte, done bool, err error) {
 	h, err := db.tc.get(t.FileNum)
 	if err != nil {
 		return nil, true, err
 	}
 	defer db.tc.release(h)
-	v, kind, found, err := h.r.GetInternal(key, seq)
+	if s := h.r.RangeDels(); s != nil {
+		*rd = max(*rd, s.Covering(key, seq))
+	}
+	v, kind, vseq, found, err := h.r.GetVersion(key, seq)
 	if err != nil {
 		return nil, true, err
 	}
 	if !found {
 		return nil, false, nil
+	}
+	if vseq < *rd {
+		return nil, true, errRangeDeleted
 	}
 	if kind == base.KindSet {
 		if v == nil {

@@ -77,7 +77,7 @@ func (db *DB) recover() error {
 		if mt.Empty() {
 			continue
 		}
-		meta, err := db.writeTable(mt.NewIter())
+		meta, err := db.writeTable(mt.NewIter(), mt.RangeDels())
 		if err != nil {
 			return err
 		}
@@ -239,7 +239,7 @@ func (db *DB) replayWALs(wals []uint64) ([]*memtable.MemTable, error) {
 				mts = append(mts, mt)
 			}
 			_, _, err := decodeBatch(data, func(seq uint64, e batchEntry) error {
-				mt.Add(base.InternalKey{UserKey: e.key, Seq: seq, Kind: e.kind}, e.value)
+				e.applyTo(mt, seq)
 				if seq > db.lastSeq.Load() {
 					db.lastSeq.Store(seq)
 				}

@@ -41,6 +41,9 @@ const (
 	tagLastSeq     = 3
 	tagDeleted     = 4
 	tagAdded       = 5
+	// tagAddedRangeDels is tagAdded for a table with range tombstones
+	// (base.TableMeta.HasRangeDels).
+	tagAddedRangeDels = 6
 )
 
 func appendKey(dst []byte, k base.InternalKey) []byte {
@@ -66,7 +69,11 @@ func (e *versionEdit) encode() []byte {
 		b = binary.AppendUvarint(b, d.fileNum)
 	}
 	for _, a := range e.added {
-		b = append(b, tagAdded, byte(a.level))
+		tag := byte(tagAdded)
+		if a.meta.HasRangeDels {
+			tag = tagAddedRangeDels
+		}
+		b = append(b, tag, byte(a.level))
 		b = binary.AppendUvarint(b, a.meta.FileNum)
 		b = binary.AppendUvarint(b, a.meta.Size)
 		b = appendKey(b, a.meta.Smallest)
@@ -135,9 +142,9 @@ func decodeEdit(b []byte) (*versionEdit, error) {
 		case tagDeleted:
 			lvl := int(d.byte())
 			e.deleted = append(e.deleted, deletedTable{level: lvl, fileNum: d.uvarint()})
-		case tagAdded:
+		case tagAdded, tagAddedRangeDels:
 			lvl := int(d.byte())
-			m := &base.TableMeta{}
+			m := &base.TableMeta{HasRangeDels: tag == tagAddedRangeDels}
 			m.FileNum = d.uvarint()
 			m.Size = d.uvarint()
 			m.Smallest = d.key()

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -40,6 +39,20 @@ func (db *DB) Delete(key []byte, o *WriteOptions) error {
 	req := getCommitReq()
 	defer putCommitReq(req)
 	if err := req.own.Delete(key); err != nil {
+		return err
+	}
+	return db.commitOne(req, &req.own, o)
+}
+
+// DeleteRange deletes every key in [start, end) (Pebble's semantics: the
+// keys written before the call; a key written after it, or later in the
+// same batch, lives). start must be below end (ErrInvalidRange). nil
+// options mean Sync. The store keeps one range tombstone, whatever the
+// number of keys it deletes; compactions drop the keys it covers.
+func (db *DB) DeleteRange(start, end []byte, o *WriteOptions) error {
+	req := getCommitReq()
+	defer putCommitReq(req)
+	if err := req.own.DeleteRange(start, end); err != nil {
 		return err
 	}
 	return db.commitOne(req, &req.own, o)
@@ -284,7 +297,7 @@ func (db *DB) commitGroup(group []*commitReq) (end groupEnd, ok bool) {
 		}
 		// The memtable copies keys and values: the batch stays the caller's.
 		_, _, _ = decodeBatch(r.batch.data, func(seq uint64, e batchEntry) error {
-			mt.Add(base.InternalKey{UserKey: e.key, Seq: seq, Kind: e.kind}, e.value)
+			e.applyTo(mt, seq)
 			return nil
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/adaptkv/adaptkv/internal/rangedel"
 	"github.com/adaptkv/adaptkv/internal/stripe"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage"
@@ -135,6 +136,9 @@ type Reader struct {
 	evict    func()
 
 	tableSize uint64
+
+	// rangeDels are the table's range tombstones (nil: none), read at Open.
+	rangeDels *rangedel.Set
 
 	// The filter and its adaptation (filterreader.go); its fields and
 	// methods (Filter, FilterError, StateError...) are the Reader's.
@@ -292,6 +296,10 @@ func Open(fs vfs.FS, path string, opts ReaderOptions) (*Reader, error) {
 		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, path, err)
 	}
 	r.pr = pr
+	if err := r.loadRangeDels(); err != nil {
+		_ = r.closeFiles()
+		return nil, err
+	}
 	if err := r.loadFilter(); err != nil {
 		_ = r.closeFiles()
 		return nil, err
@@ -299,6 +307,44 @@ func Open(fs vfs.FS, path string, opts ReaderOptions) (*Reader, error) {
 	r.readable.counting.Store(true)
 	return r, nil
 }
+
+// loadRangeDels reads the range-deletion block, if the table has one, into
+// r.rangeDels. A damaged block is ErrCorrupt: the tombstones say what is
+// deleted, and a table that lost them would resurrect keys.
+func (r *Reader) loadRangeDels() error {
+	it, err := r.pr.NewRawRangeDelIter(context.Background(), psst.NoFragmentTransforms, psst.ReadEnv{})
+	if err != nil {
+		return fmt.Errorf("%w: %s: range deletions: %w", ErrCorrupt, r.path, err)
+	}
+	if it == nil {
+		return nil
+	}
+	defer it.Close()
+	var frags []rangedel.Fragment
+	span, err := it.First()
+	for ; span != nil && err == nil; span, err = it.Next() {
+		f := rangedel.Fragment{Start: bytes.Clone(span.Start), End: bytes.Clone(span.End), Seqs: make([]uint64, len(span.Keys))}
+		for i := range span.Keys {
+			if span.Keys[i].Kind() != pebble.InternalKeyKindRangeDelete {
+				return fmt.Errorf("%w: %s: range-deletion block holds a key of kind %v", ErrCorrupt, r.path, span.Keys[i].Kind())
+			}
+			f.Seqs[i] = uint64(span.Keys[i].SeqNum())
+		}
+		frags = append(frags, f)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s: range deletions: %w", ErrCorrupt, r.path, err)
+	}
+	set, ok := rangedel.FromFragments(frags)
+	if !ok {
+		return fmt.Errorf("%w: %s: range deletions out of order", ErrCorrupt, r.path)
+	}
+	r.rangeDels = set
+	return nil
+}
+
+// RangeDels returns the table's range tombstones (nil if it has none).
+func (r *Reader) RangeDels() *rangedel.Set { return r.rangeDels }
 
 // loadFilter finds the filter block and decodes its local state. Only I/O
 // errors on the table fail it; a bad block is a fallback to no filter.
@@ -339,26 +385,33 @@ func (r *Reader) Get(key []byte) (value []byte, found bool, err error) {
 // at all is a false positive and the filter adapts (errors are counted,
 // the answer stays right). The value is a copy owned by the caller.
 func (r *Reader) GetInternal(userKey []byte, seq uint64) (value []byte, kind Kind, found bool, err error) {
+	value, kind, _, found, err = r.GetVersion(userKey, seq)
+	return value, kind, found, err
+}
+
+// GetVersion is GetInternal that also returns the sequence number of the
+// version found (the store compares it with the range tombstones above it).
+func (r *Reader) GetVersion(userKey []byte, seq uint64) (value []byte, kind Kind, vseq uint64, found bool, err error) {
 	sh := r.enter()
 	if sh == nil {
-		return nil, 0, false, ErrClosed
+		return nil, 0, 0, false, ErrClosed
 	}
 	defer r.exit(sh)
 	if r.filter != nil && !r.filter.MayContain(userKey) {
 		sh.filterNegatives.Add(1)
-		return nil, 0, false, nil
+		return nil, 0, 0, false, nil
 	}
 	it, err := r.newIter()
 	if err != nil {
 		r.probeErrs.Add(1)
-		return nil, 0, false, err
+		return nil, 0, 0, false, err
 	}
 	any := false
 	kv := it.SeekGE(userKey, 0)
 	for kv != nil && bytes.Equal(kv.K.UserKey, userKey) {
 		any = true
 		if uint64(kv.SeqNum()) < seq {
-			kind = Kind(kv.Kind())
+			kind, vseq = Kind(kv.Kind()), uint64(kv.SeqNum())
 			v, owned, verr := kv.Value(nil)
 			if verr != nil {
 				err = verr
@@ -382,16 +435,16 @@ func (r *Reader) GetInternal(userKey []byte, seq uint64) (value []byte, kind Kin
 	if err != nil {
 		_ = it.Close()
 		r.probeErrs.Add(1)
-		return nil, 0, false, fmt.Errorf("%w: %s: %w", ErrCorrupt, r.path, err)
+		return nil, 0, 0, false, fmt.Errorf("%w: %s: %w", ErrCorrupt, r.path, err)
 	}
 	_ = it.Close()
 	if any {
 		sh.tpProbes.Add(1)
-		return value, kind, found, nil
+		return value, kind, vseq, found, nil
 	}
 	sh.fpProbes.Add(1)
 	r.falsePositive(userKey)
-	return nil, 0, false, nil
+	return nil, 0, 0, false, nil
 }
 
 // newIter opens a Pebble iterator for one lookup. Keeping idle iterators

@@ -9,6 +9,8 @@ import (
 
 	"github.com/adaptkv/adaptkv/filterpolicy"
 	"github.com/adaptkv/adaptkv/filterpolicy/filter"
+	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/rangedel"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage"
 	psst "github.com/cockroachdb/pebble/v2/sstable"
@@ -70,7 +72,7 @@ func ParseFormat(name string) (Format, error) {
 
 // MaxSeq is the largest sequence number a key may carry (Pebble's trailer
 // holds seq<<8|kind in 64 bits).
-const MaxSeq = 1<<56 - 1
+const MaxSeq = base.MaxSeq
 
 // WriterOptions configure Create.
 type WriterOptions struct {
@@ -94,7 +96,11 @@ type WriterOptions struct {
 
 // TableInfo describes a finished table.
 type TableInfo struct {
-	Size, NumEntries  uint64
+	// NumEntries counts the point keys, RangeDels the range tombstones
+	// (one per fragment and sequence number).
+	Size, NumEntries, RangeDels uint64
+	// Smallest and Largest bound the point keys and the range tombstones
+	// (base.TableMeta).
 	Smallest, Largest InternalKey
 	// PreAdapted is what the filter's pre-adaptation did (see
 	// WriterOptions.KnownNegatives).
@@ -114,6 +120,12 @@ type Writer struct {
 	lastBuf  []byte
 	closed   bool
 	err      error
+
+	// Range tombstones: how many, the first fragment's start (as a bound)
+	// and the last one's end.
+	nRangeDels uint64
+	rdSmallest InternalKey
+	rdEnd      []byte
 }
 
 // bytesPerSync is how often a table being written is handed to the disk.
@@ -206,6 +218,63 @@ func (w *Writer) Add(key InternalKey, value []byte) error {
 	return nil
 }
 
+// AddRangeDels adds range tombstone fragments (a rangedel.Set's Fragments,
+// or a Clip of them) to the table's range-deletion block, Pebble's. The
+// fragments must be in key order and start at or after the end of those
+// added before, each with sequence numbers descending and at most MaxSeq.
+// They widen the table's bounds (TableInfo). They may come before, among or
+// after the point keys.
+func (w *Writer) AddRangeDels(frags []rangedel.Fragment) error {
+	if w.closed {
+		return ErrClosed
+	}
+	if w.err != nil {
+		return w.err
+	}
+	for _, f := range frags {
+		if err := w.checkFragment(f); err != nil {
+			return err
+		}
+		span := psst.Span{Start: f.Start, End: f.End}
+		for _, seq := range f.Seqs {
+			span.Keys = grow(span.Keys)
+			span.Keys[len(span.Keys)-1].Trailer = pebble.MakeInternalKeyTrailer(pebble.SeqNum(seq), pebble.InternalKeyKindRangeDelete)
+		}
+		if err := w.rw.EncodeSpan(span); err != nil {
+			w.err = err
+			return err
+		}
+		if w.nRangeDels == 0 {
+			w.rdSmallest = InternalKey{UserKey: bytes.Clone(f.Start), Seq: f.Seqs[0], Kind: base.KindRangeDelete}
+		}
+		w.rdEnd = append(w.rdEnd[:0], f.End...)
+		w.nRangeDels += uint64(len(f.Seqs))
+	}
+	return nil
+}
+
+// grow appends a zero element (the span's keys are of a type Pebble keeps
+// internal: this names it by inference).
+func grow[T any](s []T) []T {
+	var zero T
+	return append(s, zero)
+}
+
+func (w *Writer) checkFragment(f rangedel.Fragment) error {
+	if bytes.Compare(f.Start, f.End) >= 0 || len(f.Seqs) == 0 {
+		return fmt.Errorf("%w: range tombstone [%q, %q) with %d sequence numbers", ErrInvalidKey, f.Start, f.End, len(f.Seqs))
+	}
+	if w.nRangeDels > 0 && bytes.Compare(w.rdEnd, f.Start) > 0 {
+		return fmt.Errorf("%w: range tombstone [%q, %q) after one ending at %q", ErrOutOfOrder, f.Start, f.End, w.rdEnd)
+	}
+	for i, seq := range f.Seqs {
+		if seq > MaxSeq || (i > 0 && f.Seqs[i-1] <= seq) {
+			return fmt.Errorf("%w: range tombstone [%q, %q) sequence numbers %v (want descending, at most %d)", ErrInvalidKey, f.Start, f.End, f.Seqs, uint64(MaxSeq))
+		}
+	}
+	return nil
+}
+
 // EstimatedSize is the approximate size of the table if closed now.
 func (w *Writer) EstimatedSize() uint64 {
 	if w.closed {
@@ -240,7 +309,7 @@ func (w *Writer) Close() (TableInfo, error) {
 	if err != nil {
 		return TableInfo{}, err
 	}
-	info := TableInfo{Size: md.Size, NumEntries: w.n, Smallest: w.smallest}
+	info := TableInfo{Size: md.Size, NumEntries: w.n, RangeDels: w.nRangeDels, Smallest: w.smallest}
 	if w.wp != nil {
 		info.PreAdapted = w.wp.PreAdapted()
 	}
@@ -248,6 +317,17 @@ func (w *Writer) Close() (TableInfo, error) {
 		info.Largest = InternalKey{UserKey: bytes.Clone(w.last.UserKey), Seq: w.last.Seq, Kind: w.last.Kind}
 		if info.Largest.UserKey == nil {
 			info.Largest.UserKey = []byte{}
+		}
+	}
+	if w.nRangeDels > 0 {
+		// A tombstone's exclusive end bounds the table as the smallest
+		// internal key of its user key (Pebble's range-deletion sentinel).
+		end := InternalKey{UserKey: bytes.Clone(w.rdEnd), Seq: MaxSeq, Kind: base.KindRangeDelete}
+		if w.n == 0 || CompareInternalKeys(w.rdSmallest, info.Smallest) < 0 {
+			info.Smallest = w.rdSmallest
+		}
+		if w.n == 0 || CompareInternalKeys(end, info.Largest) > 0 {
+			info.Largest = end
 		}
 	}
 	return info, nil

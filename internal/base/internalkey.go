@@ -14,7 +14,18 @@ const (
 	KindDelete Kind = 0
 	// KindSet is a key with a value.
 	KindSet Kind = 1
+	// KindRangeDelete is a range tombstone (package rangedel). Tables keep
+	// range tombstones in a block of their own, never among the point
+	// keys; a table bound with this kind is a range tombstone's start, or
+	// (with sequence number MaxSeq) its exclusive end.
+	KindRangeDelete Kind = 15
 )
+
+// MaxSeq is the largest sequence number a key may carry (Pebble's trailer
+// holds seq<<8|kind in 64 bits). A table bound at a range tombstone's
+// exclusive end carries it, so that the bound sorts before every key with
+// that user key.
+const MaxSeq = 1<<56 - 1
 
 // InternalKey is a user key with the sequence number of the write that made
 // it and its kind. Internal keys sort by user key ascending, then by sequence
@@ -69,8 +80,12 @@ type Iterator interface {
 
 // TableMeta describes one table for picking compactions and in the
 // manifest; compaction.Run returns one for each table it writes. Smallest
-// and Largest are the table's first and last internal keys.
+// and Largest bound the table's keys: its first and last point keys,
+// widened to its range tombstones (a tombstone's start, or its exclusive
+// end with sequence number MaxSeq). HasRangeDels says the table holds range
+// tombstones.
 type TableMeta struct {
 	FileNum, Size     uint64
 	Smallest, Largest InternalKey
+	HasRangeDels      bool
 }

@@ -27,6 +27,7 @@ import (
 	"unsafe"
 
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/rangedel"
 )
 
 const maxHeight = 20
@@ -182,6 +183,14 @@ type MemTable struct {
 
 	rec  *Recycler    // where Release hands the chunks (nil: nowhere)
 	refs atomic.Int32 // see Ref
+
+	// Range tombstones live apart from the point entries: AddRangeDel
+	// appends to rdList under rdMu, and RangeDels fragments the list on
+	// first use after a change (rdSet nil until then).
+	rdMu       sync.Mutex
+	rdList     []rangedel.Tombstone
+	rdSet      atomic.Pointer[rangedel.Set]
+	nRangeDels atomic.Int64
 }
 
 // New returns an empty memtable whose memory is its own, in chunks of
@@ -339,11 +348,46 @@ func (m *MemTable) Add(key base.InternalKey, value []byte) {
 	m.count.Add(1)
 }
 
-// Size is the arena bytes the entries use: their keys, values, headers
-// and links.
+// AddRangeDel adds a range tombstone: the versions of the keys in
+// [start, end) below seq are deleted. The bounds are copied; the caller
+// checks start < end.
+func (m *MemTable) AddRangeDel(start, end []byte, seq uint64) {
+	m.rdMu.Lock()
+	defer m.rdMu.Unlock()
+	m.rdList = append(m.rdList, rangedel.Tombstone{Start: bytes.Clone(start), End: bytes.Clone(end), Seq: seq})
+	m.rdSet.Store(nil)
+	m.nRangeDels.Add(1)
+	m.size.Add(int64(len(start) + len(end) + rangeDelOverhead))
+}
+
+// rangeDelOverhead is what Size counts for a range tombstone beside its
+// bounds (its list entry, and its share of the fragments).
+const rangeDelOverhead = 64
+
+// RangeDels returns the memtable's range tombstones, fragmented (nil:
+// none). The set includes every tombstone added before the call.
+func (m *MemTable) RangeDels() *rangedel.Set {
+	if m.nRangeDels.Load() == 0 {
+		return nil
+	}
+	if s := m.rdSet.Load(); s != nil {
+		return s
+	}
+	m.rdMu.Lock()
+	defer m.rdMu.Unlock()
+	s := m.rdSet.Load()
+	if s == nil {
+		s = rangedel.Build(m.rdList)
+		m.rdSet.Store(s)
+	}
+	return s
+}
+
+// Size is the bytes the entries use: the point entries' keys, values,
+// headers and links in the arena, and the range tombstones.
 func (m *MemTable) Size() int64 { return m.size.Load() }
 
-// Len is the number of entries.
+// Len is the number of point entries.
 func (m *MemTable) Len() int { return int(m.count.Load()) }
 
 // ArenaBytes is the memory the memtable's arena holds: the chunks it has
@@ -352,8 +396,8 @@ func (m *MemTable) Len() int { return int(m.count.Load()) }
 // them to a Recycler.
 func (m *MemTable) ArenaBytes() int64 { return m.arena.Load() }
 
-// Empty reports whether the memtable holds no entry.
-func (m *MemTable) Empty() bool { return m.count.Load() == 0 }
+// Empty reports whether the memtable holds no entry and no range tombstone.
+func (m *MemTable) Empty() bool { return m.count.Load() == 0 && m.nRangeDels.Load() == 0 }
 
 // seek returns the last node whose key is < key (or the head) and the
 // node after it on level 0 (nil at the end), both as its walk saw them.
@@ -448,14 +492,20 @@ func seekKey(userKey []byte) base.InternalKey {
 // The value is the memtable's own slice: callers must copy it before handing
 // it out.
 func (m *MemTable) Get(userKey []byte, seq uint64) (value []byte, kind base.Kind, found bool) {
+	value, kind, _, found = m.GetVersion(userKey, seq)
+	return value, kind, found
+}
+
+// GetVersion is Get that also returns the version's sequence number.
+func (m *MemTable) GetVersion(userKey []byte, seq uint64) (value []byte, kind base.Kind, vseq uint64, found bool) {
 	if seq == 0 {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	n := m.findGE(base.InternalKey{UserKey: userKey, Seq: seq - 1, Kind: base.Kind(math.MaxUint8)})
 	if n == nil || !bytes.Equal(n.userKey(), userKey) {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
-	return n.value(), n.kind, true
+	return n.value(), n.kind, n.seq, true
 }
 
 // NewIter returns an iterator over every entry (all versions). It sees

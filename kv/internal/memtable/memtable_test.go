@@ -249,3 +249,29 @@ func BenchmarkGet(b *testing.B) {
 		}
 	}
 }
+
+func TestRangeDels(t *testing.T) {
+	m := New()
+	require.Nil(t, m.RangeDels())
+	require.True(t, m.Empty())
+	start, end := []byte("b"), []byte("d")
+	m.AddRangeDel(start, end, 5)
+	start[0] = 'x' // the memtable keeps its own copy
+	require.False(t, m.Empty())
+	require.Zero(t, m.Len())
+	require.Positive(t, m.Size())
+	require.Equal(t, uint64(5), m.RangeDels().Covering([]byte("c"), 10))
+	m.AddRangeDel([]byte("c"), []byte("e"), 7)
+	s := m.RangeDels()
+	require.Equal(t, uint64(7), s.Covering([]byte("c"), 10))
+	require.Equal(t, uint64(5), s.Covering([]byte("c"), 7))
+	require.Zero(t, s.Covering([]byte("e"), 10))
+	require.Same(t, s, m.RangeDels(), "built once per change")
+
+	m.Add(base.InternalKey{UserKey: []byte("c"), Seq: 6, Kind: base.KindSet}, []byte("v"))
+	v, kind, seq, ok := m.GetVersion([]byte("c"), 10)
+	require.True(t, ok)
+	require.Equal(t, []byte("v"), v)
+	require.Equal(t, base.KindSet, kind)
+	require.Equal(t, uint64(6), seq)
+}
