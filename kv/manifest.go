@@ -89,6 +89,12 @@ type manifestState struct {
 // leaves one, never acknowledged); a bad record followed by valid ones is
 // corruption.
 func readManifest(fs vfs.FS, dir string) (*manifestState, error) {
+	return readManifestWith(fs, dir, nil)
+}
+
+// readManifestWith is readManifest that also hands each applied edit to
+// onEdit (nil: none), in order.
+func readManifestWith(fs vfs.FS, dir string, onEdit func(*versionEdit)) (*manifestState, error) {
 	cur, err := readFile(fs, fs.PathJoin(dir, currentFileName))
 	if err != nil {
 		return nil, err
@@ -121,6 +127,9 @@ func readManifest(fs vfs.FS, dir string) (*manifestState, error) {
 			st.lastSeq = e.lastSeq
 		}
 		st.levels, err = applyEdit(st.levels, e)
+		if err == nil && onEdit != nil {
+			onEdit(e)
+		}
 		return err
 	}, func(off int64, cause error) error {
 		if laterSyncedRecord(data, off, false) {

@@ -48,7 +48,9 @@ type tableFilter struct {
 	fixesDropped   atomic.Uint64
 	lastAdaptErr   atomic.Pointer[error]
 	savedAdapt     atomic.Uint64
+	savedFPs       atomic.Uint64
 	saveMu         sync.Mutex
+	prior          FilterHistory // loaded with the adaptive state
 }
 
 // load finds the filter block among the table's filter blocks and decodes
