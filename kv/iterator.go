@@ -2,6 +2,7 @@ package kv
 
 import (
 	"bytes"
+	"errors"
 	"slices"
 	"sort"
 
@@ -37,8 +38,11 @@ type Iterator struct {
 	key       []byte
 	value     []byte
 	pos       bool // the internal iterator is at an entry
-	err       error
-	closed    bool
+	// prefix: the iterator is at the key SeekPrefixGE found (Next and
+	// Prev leave it).
+	prefix bool
+	err    error
+	closed bool
 }
 
 // NewIter returns an iterator over the current state (an implicit snapshot:
@@ -301,6 +305,7 @@ func (i *Iterator) First() bool {
 	if !i.usable() {
 		return false
 	}
+	i.prefix = false
 	if i.lower != nil {
 		return i.seekGE(i.lower)
 	}
@@ -313,6 +318,7 @@ func (i *Iterator) Last() bool {
 	if !i.usable() {
 		return false
 	}
+	i.prefix = false
 	if i.upper != nil {
 		return i.seekLT(i.upper)
 	}
@@ -332,6 +338,7 @@ func (i *Iterator) SeekGE(key []byte) bool {
 }
 
 func (i *Iterator) seekGE(key []byte) bool {
+	i.prefix = false
 	i.dir = 1
 	return i.findNext(i.it.SeekGE(key), nil)
 }
@@ -348,13 +355,52 @@ func (i *Iterator) SeekLT(key []byte) bool {
 }
 
 func (i *Iterator) seekLT(key []byte) bool {
+	i.prefix = false
 	i.dir = -1
 	return i.findPrev(i.it.SeekLT(key))
+}
+
+// SeekPrefixGE moves to key if the view holds it and reports whether it
+// does: Pebble's SeekPrefixGE with whole keys as prefixes, the store's
+// existence check through an iterator. Next and Prev then leave the key
+// (no other key has its prefix). key is looked up as Get looks it up, in
+// the iterator's own view: a table whose filter answers "absent" is not
+// read, and a "maybe" that finds nothing is a false positive the table's
+// adaptive filter fixes; Metrics counts it as a Get. A key outside the
+// bounds is not found; an empty or oversized key is an error (Error) until
+// the next SeekPrefixGE.
+func (i *Iterator) SeekPrefixGE(key []byte) bool {
+	if !i.usable() {
+		return false
+	}
+	i.valid, i.pos, i.prefix, i.dir, i.err = false, false, false, 0, nil
+	if err := checkKey(key); err != nil {
+		i.err = err
+		return false
+	}
+	if (i.lower != nil && bytes.Compare(key, i.lower) < 0) || (i.upper != nil && bytes.Compare(key, i.upper) >= 0) {
+		return false
+	}
+	i.db.gets.Add(1)
+	v, err := i.db.getIn(i.rs, key)
+	if err != nil {
+		if !errors.Is(err, ErrNotFound) {
+			i.err = err
+		}
+		return false
+	}
+	i.setCurrent(key, v)
+	i.valid, i.prefix = true, true
+	return true
 }
 
 // Next moves to the next key.
 func (i *Iterator) Next() bool {
 	if !i.usable() || !i.valid {
+		return false
+	}
+	if i.prefix {
+		i.valid = false
 		return false
 	}
 	cur := i.key
@@ -369,6 +415,10 @@ func (i *Iterator) Next() bool {
 // Prev moves to the previous key.
 func (i *Iterator) Prev() bool {
 	if !i.usable() || !i.valid {
+		return false
+	}
+	if i.prefix {
+		i.valid = false
 		return false
 	}
 	if i.dir > 0 {

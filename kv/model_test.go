@@ -272,10 +272,36 @@ func runModel(t *testing.T, policy string, seed uint64, nops int) {
 			wo := writeOpts()
 			require.NoError(t, db.Apply(b, wo), ctx())
 			durable(wo, unit)
-		case r < 750:
+		case r < 720:
 			what = "get"
 			get(db.Get, m, randKey())
 			gets++
+		case r < 750:
+			what = "seek-prefix"
+			var o IterOptions
+			if rng.IntN(4) == 0 {
+				o.LowerBound = fmt.Appendf(nil, "k%05d", rng.IntN(keySpace))
+			}
+			it, err := db.NewIter(&o)
+			require.NoError(t, err, ctx())
+			for n := 0; n < 5; n++ {
+				k := randKey()
+				want, ok := m[string(k)]
+				inBounds := o.LowerBound == nil || string(k) >= string(o.LowerBound)
+				ok = ok && inBounds
+				got := it.SeekPrefixGE(k)
+				if inBounds {
+					gets++ // a lookup, counted as a Get
+				}
+				require.Equal(t, ok, got, "SeekPrefixGE %q (lower %q): %s", k, o.LowerBound, ctx())
+				require.NoError(t, it.Error(), ctx())
+				if ok {
+					require.Equal(t, string(k), string(it.Key()), ctx())
+					require.Equal(t, want, it.Value(), ctx())
+					require.False(t, it.Next(), "no other key has the prefix: %s", ctx())
+				}
+			}
+			require.NoError(t, it.Close(), ctx())
 		case r < 800:
 			what = "iter"
 			iterCheck(db.NewIter, m)

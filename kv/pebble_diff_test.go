@@ -112,6 +112,26 @@ func TestAgainstPebble(t *testing.T) {
 		require.NoError(t, it.Close())
 		require.NoError(t, pit.Close())
 	}
+	// checkSeekPrefix compares SeekPrefixGE (whole keys as prefixes: an
+	// existence check) and the Next after it.
+	checkSeekPrefix := func(newIter func(*IterOptions) (*Iterator, error), pnewIter func(*pebble.IterOptions) (*pebble.Iterator, error)) {
+		it, err := newIter(nil)
+		require.NoError(t, err)
+		pit, err := pnewIter(nil)
+		require.NoError(t, err)
+		for n := 0; n < 5; n++ {
+			k := key()
+			ok, pok := it.SeekPrefixGE(k), pit.SeekPrefixGE(k)
+			require.Equal(t, pok, ok, "SeekPrefixGE %q: %s", k, ctx())
+			if ok {
+				require.Equal(t, string(pit.Key()), string(it.Key()), ctx())
+				require.Equal(t, string(pit.Value()), string(it.Value()), ctx())
+				require.Equal(t, pit.Next(), it.Next(), "Next after SeekPrefixGE %q: %s", k, ctx())
+			}
+		}
+		require.NoError(t, it.Close())
+		require.NoError(t, pit.Close())
+	}
 	pget := func(g func([]byte) ([]byte, interface{ Close() error }, error)) func([]byte) ([]byte, func(), error) {
 		return func(k []byte) ([]byte, func(), error) {
 			v, c, err := g(k)
@@ -160,9 +180,12 @@ func TestAgainstPebble(t *testing.T) {
 			}
 			require.NoError(t, db.Apply(b, NoSync))
 			require.NoError(t, pdb.Apply(pb, pebble.NoSync))
-		case r < 75:
+		case r < 70:
 			what = "get"
 			checkGet(db.Get, dbGet, key())
+		case r < 75:
+			what = "seek-prefix"
+			checkSeekPrefix(db.NewIter, pdb.NewIter)
 		case r < 85:
 			what = "iter"
 			checkIter(db.NewIter, pdb.NewIter)
@@ -180,6 +203,7 @@ func TestAgainstPebble(t *testing.T) {
 				p := snaps[rng.IntN(len(snaps))]
 				checkGet(p.s.Get, pget(func(k []byte) ([]byte, interface{ Close() error }, error) { return p.ps.Get(k) }), key())
 				checkIter(p.s.NewIter, p.ps.NewIter)
+				checkSeekPrefix(p.s.NewIter, p.ps.NewIter)
 			}
 		case r < 96:
 			what = "flush"

@@ -215,6 +215,12 @@ func (db *DB) get(key []byte, seq uint64) ([]byte, error) {
 		return nil, err
 	}
 	defer rs.release()
+	return db.getIn(rs, key)
+}
+
+// getIn looks key up in the view rs: the memtables, then the tables, each
+// through its filter.
+func (db *DB) getIn(rs readView, key []byte) ([]byte, error) {
 	// rd is the newest range tombstone covering key that the read sees,
 	// among the sources passed so far (0: none). Sources go newest first,
 	// and a range tombstone sits no lower than the versions it deletes
