@@ -8,7 +8,8 @@
 // iterator as "pebble-l6"), runs YCSB workloads read from property files
 // (core A-F plus kvbench's negzipf, neguniform, mixed, churn, shift and adversary, which
 // read absent keys; churn and shift insert while they read, and shift
-// changes its hot absent set halfway), and prints per policy and
+// changes its hot absent set halfway; and shortscan, YCSB E with one-row
+// scans), and prints per policy and
 // workload: throughput, latency percentiles, filter checks and table probes
 // per Get, false-positive probes per 1k Gets, data block reads, filter
 // memory, adaptations, and a lower bound on the false positives an ideal

@@ -306,7 +306,7 @@ func TestStreamMix(t *testing.T) {
 const testdataWorkloads = "../../../../testdata/workloads"
 
 func TestShippedWorkloadFilesParse(t *testing.T) {
-	want := []string{"adversary", "churn", "mixed", "neguniform", "negzipf", "shift", "workloada", "workloadb", "workloadc", "workloadd", "workloade", "workloadf"}
+	want := []string{"adversary", "churn", "mixed", "neguniform", "negzipf", "shift", "shortscan", "workloada", "workloadb", "workloadc", "workloadd", "workloade", "workloadf"}
 	require.Equal(t, want, BuiltinNames())
 	for _, name := range want {
 		w, err := ParseFile(filepath.Join(testdataWorkloads, name))
@@ -318,6 +318,11 @@ func TestShippedWorkloadFilesParse(t *testing.T) {
 		require.NoError(t, err, name)
 		require.Equal(t, w, b, "%s: built-in parses like the testdata file", name)
 	}
+	// shortscan: workload E's mix, one-row scans, uniform.
+	ss, err := Builtin("shortscan")
+	require.NoError(t, err)
+	require.Equal(t, 1, ss.MaxScanLength)
+	require.Equal(t, DistUniform, ss.RequestDistribution)
 	// neguniform's absent keys hardly repeat: a universe 50x the records.
 	w, err := Builtin("neguniform")
 	require.NoError(t, err)
