@@ -261,16 +261,12 @@ func grow[T any](s []T) []T {
 }
 
 func (w *Writer) checkFragment(f rangedel.Fragment) error {
-	if bytes.Compare(f.Start, f.End) >= 0 || len(f.Seqs) == 0 {
-		return fmt.Errorf("%w: range tombstone [%q, %q) with %d sequence numbers", ErrInvalidKey, f.Start, f.End, len(f.Seqs))
+	if !f.Valid() || f.Seqs[0] > MaxSeq { // Valid: Seqs[0] is the largest
+		return fmt.Errorf("%w: range tombstone [%q, %q) with sequence numbers %v (want start below end, sequence numbers descending, at most %d)",
+			ErrInvalidKey, f.Start, f.End, f.Seqs, uint64(MaxSeq))
 	}
 	if w.nRangeDels > 0 && bytes.Compare(w.rdEnd, f.Start) > 0 {
 		return fmt.Errorf("%w: range tombstone [%q, %q) after one ending at %q", ErrOutOfOrder, f.Start, f.End, w.rdEnd)
-	}
-	for i, seq := range f.Seqs {
-		if seq > MaxSeq || (i > 0 && f.Seqs[i-1] <= seq) {
-			return fmt.Errorf("%w: range tombstone [%q, %q) sequence numbers %v (want descending, at most %d)", ErrInvalidKey, f.Start, f.End, f.Seqs, uint64(MaxSeq))
-		}
 	}
 	return nil
 }

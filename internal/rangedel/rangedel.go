@@ -30,6 +30,20 @@ type Fragment struct {
 	Seqs       []uint64
 }
 
+// Valid reports whether f is a fragment a Set may hold: Start below End,
+// and sequence numbers, at least one, strictly descending.
+func (f Fragment) Valid() bool {
+	if bytes.Compare(f.Start, f.End) >= 0 || len(f.Seqs) == 0 {
+		return false
+	}
+	for j := 1; j < len(f.Seqs); j++ {
+		if f.Seqs[j-1] <= f.Seqs[j] {
+			return false
+		}
+	}
+	return true
+}
+
 // Set is an immutable set of fragments, sorted by Start, non-overlapping,
 // none empty. The nil *Set is the empty set.
 type Set struct {
@@ -94,16 +108,8 @@ func cmpDesc(a, b uint64) int {
 // it reports false otherwise. The set keeps frags.
 func FromFragments(frags []Fragment) (*Set, bool) {
 	for i, f := range frags {
-		if bytes.Compare(f.Start, f.End) >= 0 || len(f.Seqs) == 0 {
+		if !f.Valid() || (i > 0 && bytes.Compare(frags[i-1].End, f.Start) > 0) {
 			return nil, false
-		}
-		if i > 0 && bytes.Compare(frags[i-1].End, f.Start) > 0 {
-			return nil, false
-		}
-		for j := 1; j < len(f.Seqs); j++ {
-			if f.Seqs[j-1] <= f.Seqs[j] {
-				return nil, false
-			}
 		}
 	}
 	if len(frags) == 0 {
