@@ -49,9 +49,24 @@ func liveTables(db *DB) map[uint64]bool {
 }
 
 // obsoleteFiles lists the tables and WALs in dir that the store's current
-// version and WAL do not use.
+// version and WAL do not use. It pauses background compactions and waits
+// for the queued removals first: a compaction under way has outputs no
+// version lists yet, and one just finished has inputs still queued.
 func obsoleteFiles(t *testing.T, db *DB, fs vfs.FS) []string {
 	t.Helper()
+	db.compact.mu.Lock()
+	db.compact.manual++ // as a manual Compact: startCompactions starts none
+	for db.compact.running > 0 {
+		db.compact.cond.Wait()
+	}
+	db.compact.mu.Unlock()
+	defer func() {
+		db.compact.mu.Lock()
+		db.compact.manual--
+		db.compact.mu.Unlock()
+		db.kickCompaction()
+	}()
+	db.waitDeletions()
 	live := map[string]bool{}
 	for fn := range liveTables(db) {
 		live[tableFileName(fn)] = true
