@@ -42,6 +42,11 @@ type Metrics struct {
 	// misses) by Gets and iterators; compactions read through private
 	// readers and are not counted.
 	DataBlockReads uint64
+	// BlockCacheSize is the bytes the block cache holds now;
+	// BlockCacheHits and BlockCacheMisses count its lookups since Open (the
+	// blocks of Gets and iterators: compactions read around it).
+	BlockCacheSize                   int64
+	BlockCacheHits, BlockCacheMisses int64
 	// Adaptations counts false positives fixed by adaptive filters.
 	Adaptations uint64
 	// Rebuilds counts adaptive filter block rebuilds.
@@ -185,6 +190,8 @@ func (db *DB) Metrics() Metrics {
 	m.FalsePositiveProbes = sum.FalsePositiveProbes
 	m.TruePositiveProbes = sum.TruePositiveProbes
 	m.DataBlockReads = sum.DataBlockReads
+	cm := db.tc.cache.Metrics()
+	m.BlockCacheSize, m.BlockCacheHits, m.BlockCacheMisses = cm.Size, cm.Hits, cm.Misses
 	m.Adaptations = sum.Adaptations
 	m.Rebuilds = sum.Rebuilds
 	m.RemoteReads = sum.RemoteReads
@@ -257,8 +264,9 @@ func (m Metrics) String() string {
 	fmt.Fprintf(&b, "filters %s, %.2f bits/key: adaptations %d, pre-adapted %d of %d, rebuilds %d, remote reads %d (cache hits %d, misses %d), fixes deferred %d, dropped %d\n",
 		sizeText(m.FilterMemoryBytes), m.FilterBitsPerKey, m.Adaptations, m.PreAdaptations, m.PreAdaptChecks, m.Rebuilds,
 		m.RemoteReads, m.RemoteCacheHits, m.RemoteCacheMisses, m.FixesDeferred, m.FixesDropped)
-	fmt.Fprintf(&b, "known negatives %d (%s); memtables %d (%s); table reads %d (%s), compaction reads %d (%s)\n",
+	fmt.Fprintf(&b, "known negatives %d (%s); memtables %d (%s); block cache %s (hits %d, misses %d); table reads %d (%s), compaction reads %d (%s)\n",
 		m.KnownNegatives, sizeText(uint64(max(m.KnownNegativeBytes, 0))), m.MemTables, sizeText(m.MemTableBytes),
+		sizeText(uint64(max(m.BlockCacheSize, 0))), m.BlockCacheHits, m.BlockCacheMisses,
 		m.TableReads, sizeText(m.TableReadBytes), m.CompactionReads, sizeText(m.CompactionReadBytes))
 	fmt.Fprintf(&b, "flushes %d (merged %d, %s, %.3fs); compactions %d (moves %d, intra-L0 %d, running %d, %s in, %s out, %.3fs); write amplification %.2f; debt %s; stalls %d (%.3fs)\n",
 		m.Flushes, m.MergedFlushes, sizeText(m.BytesFlushed), m.FlushTime.Seconds(), m.Compactions, m.TableMoves,

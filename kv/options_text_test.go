@@ -134,4 +134,28 @@ func TestMetricsString(t *testing.T) {
 	require.Contains(t, s, fmt.Sprintf("wasted probes %d ", m.FalsePositiveProbes))
 	require.Contains(t, s, fmt.Sprintf("flushes %d ", m.Flushes))
 	require.Contains(t, s, fmt.Sprintf("compactions %d ", m.Compactions))
+	require.Contains(t, s, fmt.Sprintf("(hits %d, misses %d)", m.BlockCacheHits, m.BlockCacheMisses))
+}
+
+// TestMetricsBlockCache: a first read of a table's block misses the block
+// cache, the same read again hits it.
+func TestMetricsBlockCache(t *testing.T) {
+	db, err := Open("db", &Options{FS: vfs.NewMem()})
+	require.NoError(t, err)
+	defer db.Close()
+	for i := range 5000 {
+		require.NoError(t, db.Set(stateTestKey(i), make([]byte, 50), NoSync))
+	}
+	require.NoError(t, db.Compact(nil, nil))
+	before := db.Metrics()
+	_, err = db.Get(stateTestKey(7))
+	require.NoError(t, err)
+	first := db.Metrics()
+	require.Positive(t, first.BlockCacheMisses-before.BlockCacheMisses, "a first read misses")
+	_, err = db.Get(stateTestKey(7))
+	require.NoError(t, err)
+	again := db.Metrics()
+	require.Equal(t, first.BlockCacheMisses, again.BlockCacheMisses, "the same read again hits")
+	require.Positive(t, again.BlockCacheHits-first.BlockCacheHits)
+	require.Positive(t, again.BlockCacheSize)
 }
