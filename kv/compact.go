@@ -407,6 +407,24 @@ func (db *DB) warmTable(fn uint64) {
 	}
 }
 
+// pauseCompactions waits for the background compactions running and keeps
+// new ones from starting (as a manual compaction: startCompactions starts
+// none while one waits or runs) until the returned resume is called.
+func (db *DB) pauseCompactions() (resume func()) {
+	db.compact.mu.Lock()
+	db.compact.manual++
+	for db.compact.running > 0 {
+		db.compact.cond.Wait()
+	}
+	db.compact.mu.Unlock()
+	return func() {
+		db.compact.mu.Lock()
+		db.compact.manual--
+		db.compact.mu.Unlock()
+		db.kickCompaction()
+	}
+}
+
 // Compact flushes the memtable and compacts every table overlapping the
 // user keys [start, end] (nil: unbounded) level by level down to the last
 // level, so that shadowed versions and tombstones in the range are dropped
@@ -430,18 +448,7 @@ func (db *DB) Compact(start, end []byte) error {
 	}
 	db.compact.manualMu.Lock()
 	defer db.compact.manualMu.Unlock()
-	db.compact.mu.Lock()
-	db.compact.manual++
-	for db.compact.running > 0 {
-		db.compact.cond.Wait()
-	}
-	db.compact.mu.Unlock()
-	defer func() {
-		db.compact.mu.Lock()
-		db.compact.manual--
-		db.compact.mu.Unlock()
-		db.kickCompaction()
-	}()
+	defer db.pauseCompactions()()
 	for level := 0; level < compaction.NumLevels; level++ {
 		if db.closed.Load() {
 			return ErrClosed

@@ -54,18 +54,7 @@ func liveTables(db *DB) map[uint64]bool {
 // version lists yet, and one just finished has inputs still queued.
 func obsoleteFiles(t *testing.T, db *DB, fs vfs.FS) []string {
 	t.Helper()
-	db.compact.mu.Lock()
-	db.compact.manual++ // as a manual Compact: startCompactions starts none
-	for db.compact.running > 0 {
-		db.compact.cond.Wait()
-	}
-	db.compact.mu.Unlock()
-	defer func() {
-		db.compact.mu.Lock()
-		db.compact.manual--
-		db.compact.mu.Unlock()
-		db.kickCompaction()
-	}()
+	defer db.pauseCompactions()()
 	db.waitDeletions()
 	live := map[string]bool{}
 	for fn := range liveTables(db) {

@@ -103,12 +103,11 @@ func (tc *tableCache) runFixes(q *fixQueue) {
 		}
 		q.mu.Unlock()
 		for i, f := range batch {
-			if f.h.tcEntry == nil {
-				f.fix()
-				continue
+			// At Close too: what a Get queued lands, as it would inline.
+			f.fix()
+			if f.h.tcEntry != nil { // not a barrier (waitFixes)
+				tc.release(f.h)
 			}
-			f.fix() // at Close too: what a Get queued lands, as it would inline
-			tc.release(f.h)
 			batch[i] = queuedFix{}
 		}
 		if closed {
