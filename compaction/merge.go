@@ -3,6 +3,7 @@ package compaction
 import (
 	"bytes"
 	"cmp"
+	"slices"
 
 	"github.com/adaptkv/adaptkv/internal/base"
 )
@@ -29,15 +30,44 @@ import (
 // iterator is not safe for
 // concurrent use.
 func NewMergingIter(iters ...base.Iterator) base.Iterator {
-	m := &mergingIter{}
+	m := &MergingIter{}
+	m.Init(iters)
+	return m
+}
+
+// MergingIter is the iterator NewMergingIter returns, as a type a caller
+// can hold by value and reuse: Init makes it an iterator over iters (as
+// NewMergingIter does), reusing the memory of its previous use, whatever
+// state that left it in. Its zero value is an iterator over nothing.
+type MergingIter struct {
+	iters  []base.Iterator
+	heap   []heapItem
+	inHeap []bool // scratch for direction switches
+	dir    int
+	err    error
+	closed bool
+	// alone: the heap holds one child, stepped without caching its key
+	// (nothing to order it against): Key asks the child.
+	alone bool
+}
+
+// Init makes m an unpositioned iterator over the non-nil iterators of
+// iters. It keeps no reference to the iters slice itself.
+func (m *MergingIter) Init(iters []base.Iterator) {
+	clear(m.iters)
+	m.iters = m.iters[:0]
 	for _, it := range iters {
 		if it != nil {
 			m.iters = append(m.iters, it)
 		}
 	}
-	m.heap = make([]heapItem, 0, len(m.iters))
-	m.inHeap = make([]bool, len(m.iters))
-	return m
+	clear(m.heap)
+	m.heap = slices.Grow(m.heap[:0], len(m.iters))
+	if cap(m.inHeap) < len(m.iters) {
+		m.inHeap = make([]bool, len(m.iters))
+	}
+	m.inHeap = m.inHeap[:len(m.iters)]
+	m.dir, m.err, m.closed, m.alone = dirNone, nil, false, false
 }
 
 // direction of the merging iterator's heap.
@@ -52,18 +82,9 @@ type heapItem struct {
 	idx int              // child index
 }
 
-type mergingIter struct {
-	iters  []base.Iterator
-	heap   []heapItem
-	inHeap []bool // scratch for direction switches
-	dir    int
-	err    error
-	closed bool
-}
-
 // less reports whether heap item a comes before b in the current direction.
 // Ties between children are broken by child index so the order is total.
-func (m *mergingIter) less(a, b *heapItem) bool {
+func (m *MergingIter) less(a, b *heapItem) bool {
 	c := bytes.Compare(a.key.UserKey, b.key.UserKey)
 	if c == 0 {
 		switch {
@@ -78,7 +99,7 @@ func (m *mergingIter) less(a, b *heapItem) bool {
 	return (c < 0) != (m.dir == dirReverse)
 }
 
-func (m *mergingIter) siftDown(i int) {
+func (m *MergingIter) siftDown(i int) {
 	h := m.heap
 	n := len(h)
 	for {
@@ -98,24 +119,24 @@ func (m *mergingIter) siftDown(i int) {
 	}
 }
 
-func (m *mergingIter) heapify() {
+func (m *MergingIter) heapify() {
 	for i := len(m.heap)/2 - 1; i >= 0; i-- {
 		m.siftDown(i)
 	}
 }
 
 // fail records err, empties the heap and returns false.
-func (m *mergingIter) fail(err error) bool {
+func (m *MergingIter) fail(err error) bool {
 	if m.err == nil {
 		m.err = err
 	}
-	m.heap = m.heap[:0]
+	m.heap, m.alone = m.heap[:0], false
 	return false
 }
 
 // add pushes child i (just positioned, ok = result) without restoring the
 // heap order, or records its error. It returns false on a child error.
-func (m *mergingIter) add(i int, ok bool) bool {
+func (m *MergingIter) add(i int, ok bool) bool {
 	if ok {
 		m.heap = append(m.heap, heapItem{key: m.iters[i].Key(), idx: i})
 		return true
@@ -128,11 +149,11 @@ func (m *mergingIter) add(i int, ok bool) bool {
 }
 
 // position runs pos on every child and builds the heap for dir.
-func (m *mergingIter) position(dir int, pos func(it base.Iterator) bool) bool {
+func (m *MergingIter) position(dir int, pos func(it base.Iterator) bool) bool {
 	if m.err != nil {
 		return false
 	}
-	m.heap = m.heap[:0]
+	m.heap, m.alone = m.heap[:0], false
 	m.dir = dir
 	for i, it := range m.iters {
 		if !m.add(i, pos(it)) {
@@ -144,27 +165,27 @@ func (m *mergingIter) position(dir int, pos func(it base.Iterator) bool) bool {
 }
 
 // First implements base.Iterator.
-func (m *mergingIter) First() bool {
+func (m *MergingIter) First() bool {
 	return m.position(dirForward, base.Iterator.First)
 }
 
 // Last implements base.Iterator.
-func (m *mergingIter) Last() bool {
+func (m *MergingIter) Last() bool {
 	return m.position(dirReverse, base.Iterator.Last)
 }
 
 // SeekGE implements base.Iterator.
-func (m *mergingIter) SeekGE(key []byte) bool {
+func (m *MergingIter) SeekGE(key []byte) bool {
 	return m.position(dirForward, func(it base.Iterator) bool { return it.SeekGE(key) })
 }
 
 // SeekLT implements base.Iterator.
-func (m *mergingIter) SeekLT(key []byte) bool {
+func (m *MergingIter) SeekLT(key []byte) bool {
 	return m.position(dirReverse, func(it base.Iterator) bool { return it.SeekLT(key) })
 }
 
 // step advances the top child in the current direction and restores the heap.
-func (m *mergingIter) step() bool {
+func (m *MergingIter) step() bool {
 	if len(m.heap) == 0 {
 		return false
 	}
@@ -177,10 +198,15 @@ func (m *mergingIter) step() bool {
 		ok = it.Prev()
 	}
 	if ok {
+		if len(m.heap) == 1 {
+			m.alone = true // top.key is stale; Key asks the child
+			return true
+		}
 		top.key = it.Key()
 		m.siftDown(0)
 		return true
 	}
+	m.alone = false
 	if err := it.Error(); err != nil {
 		return m.fail(err)
 	}
@@ -200,14 +226,14 @@ func (m *mergingIter) step() bool {
 // the heap steps once the other way, an exhausted child restarts from its
 // far end (Last or First), and the top child steps once the other way too,
 // which moves past K itself.
-func (m *mergingIter) switchDir(dir int) bool {
+func (m *MergingIter) switchDir(dir int) bool {
 	for i := range m.inHeap {
 		m.inHeap[i] = false
 	}
 	for _, h := range m.heap {
 		m.inHeap[h.idx] = true
 	}
-	m.heap = m.heap[:0]
+	m.heap, m.alone = m.heap[:0], false
 	m.dir = dir
 	for i, it := range m.iters {
 		var ok bool
@@ -230,7 +256,7 @@ func (m *mergingIter) switchDir(dir int) bool {
 }
 
 // Next implements base.Iterator.
-func (m *mergingIter) Next() bool {
+func (m *MergingIter) Next() bool {
 	switch {
 	case m.err != nil || m.dir == dirNone:
 		return false
@@ -241,7 +267,7 @@ func (m *mergingIter) Next() bool {
 }
 
 // Prev implements base.Iterator.
-func (m *mergingIter) Prev() bool {
+func (m *MergingIter) Prev() bool {
 	switch {
 	case m.err != nil || m.dir == dirNone:
 		return false
@@ -253,16 +279,19 @@ func (m *mergingIter) Prev() bool {
 
 // Key implements base.Iterator. It returns the zero InternalKey when the
 // iterator is not at a key.
-func (m *mergingIter) Key() base.InternalKey {
+func (m *MergingIter) Key() base.InternalKey {
 	if len(m.heap) == 0 {
 		return base.InternalKey{}
+	}
+	if m.alone {
+		return m.iters[m.heap[0].idx].Key()
 	}
 	return m.heap[0].key
 }
 
 // Value implements base.Iterator. It returns nil when the iterator is not
 // at a key.
-func (m *mergingIter) Value() []byte {
+func (m *MergingIter) Value() []byte {
 	if len(m.heap) == 0 {
 		return nil
 	}
@@ -270,13 +299,13 @@ func (m *mergingIter) Value() []byte {
 }
 
 // Error implements base.Iterator.
-func (m *mergingIter) Error() error {
+func (m *MergingIter) Error() error {
 	return m.err
 }
 
 // Close implements base.Iterator: it closes every child and returns the
 // first error met (by the iteration or by a child's Close).
-func (m *mergingIter) Close() error {
+func (m *MergingIter) Close() error {
 	if m.closed {
 		return m.err
 	}
@@ -287,7 +316,7 @@ func (m *mergingIter) Close() error {
 			err = cerr
 		}
 	}
-	m.heap = m.heap[:0]
+	m.heap, m.alone = m.heap[:0], false
 	if err != nil {
 		m.err = err
 	} else {

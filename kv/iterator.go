@@ -3,20 +3,27 @@ package kv
 import (
 	"bytes"
 	"errors"
-	"slices"
 	"sort"
+	"sync"
 
 	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/adaptkv/adaptkv/internal/rangedel"
+	"github.com/adaptkv/adaptkv/kv/internal/memtable"
 )
 
 // Iterator walks the live user keys of a consistent view in key order,
-// within the bounds of its IterOptions. Key and Value are copies that stay
-// valid until the next positioning call. Next and Prev on an iterator that
-// is not at a key return false: reposition it with First, Last, SeekGE or
-// SeekLT. An Iterator is not safe for concurrent use; Close it (before the
-// DB) to release the tables it pins.
+// within the bounds of its IterOptions (SetBounds changes them). Key and
+// Value are copies that stay valid until the next positioning call or
+// Close. Next and Prev on an iterator that is not at a key return false:
+// reposition it with First, Last, SeekGE or SeekLT. An Iterator is not safe
+// for concurrent use (Clone gives another over the same view); Close it
+// (before the DB) to release the tables it pins.
+//
+// Creating one is cheap: its state comes from a pool that closed
+// iterators return theirs to, and it opens a table only when a
+// positioning call reaches it (one table a level, and none of a level
+// whose tables lie outside the bounds).
 //
 // An iterator still open when its DB is closed stops working: from then on
 // its positioning calls return false and Error returns ErrClosed (a call
@@ -24,14 +31,26 @@ import (
 // it holds stay open (their files, and their blocks in the block cache)
 // until the iterator is closed, so Close it even then.
 type Iterator struct {
+	// *iterState is the iterator's working state, pooled: Close hands it
+	// back and sets it to nil, so that a closed Iterator cannot touch a
+	// state another iterator now uses (methods check closed first).
+	*iterState
+	closed bool
+	err    error
+}
+
+// iterState is an Iterator's state and everything it is built from, kept
+// in iterStatePool between iterators (Pebble's iterAlloc): building and
+// positioning an iterator allocates its Iterator handle and the tables'
+// iterators, nothing else while its buffers fit.
+type iterState struct {
 	db *DB
 	rs readView
-	it base.Iterator // merged internal iterator
 	// rangeDels are the range tombstones of the memtables and of the
 	// tables within the bounds (nil: none); a version they cover reads
 	// as deleted.
 	rangeDels *rangedel.Set
-	lower     []byte
+	lower     []byte // the bounds (nil: none), in lowerBuf and upperBuf
 	upper     []byte
 	dir       int // +1 forward, -1 backward
 	valid     bool
@@ -41,8 +60,48 @@ type Iterator struct {
 	// prefix: the iterator is at the key SeekPrefixGE found (Next and
 	// Prev leave it).
 	prefix bool
-	err    error
-	closed bool
+
+	// merging is the merged internal iterator (held by value and called
+	// directly: no dynamic call between the Iterator and it).
+	merging compaction.MergingIter
+
+	// Reused between iterators.
+	levels             []levelIter // one per L0 table, one per level below
+	memIters           []memtable.Iter
+	children           []base.Iterator
+	sets               []*rangedel.Set
+	withRangeDels      []*base.TableMeta
+	lowerBuf, upperBuf []byte
+}
+
+var iterStatePool = sync.Pool{New: func() any { return new(iterState) }}
+
+// maxPooledBuf is the largest key, value or bound buffer a pooled state
+// keeps (a scan over large values should not pin them in the pool).
+const maxPooledBuf = 64 << 10
+
+// recycle drops what the state references and hands it to the pool.
+func (s *iterState) recycle() {
+	for i := range s.levels {
+		s.levels[i] = levelIter{}
+	}
+	clear(s.memIters)
+	clear(s.children)
+	clear(s.sets)
+	clear(s.withRangeDels)
+	s.merging.Init(nil)
+	keep := func(b []byte) []byte {
+		if cap(b) > maxPooledBuf {
+			return nil
+		}
+		return b[:0]
+	}
+	*s = iterState{
+		merging: s.merging, levels: s.levels[:0], memIters: s.memIters[:0], children: s.children[:0], sets: s.sets[:0],
+		withRangeDels: s.withRangeDels[:0], lowerBuf: keep(s.lowerBuf), upperBuf: keep(s.upperBuf),
+		key: keep(s.key), value: keep(s.value),
+	}
+	iterStatePool.Put(s)
 }
 
 // NewIter returns an iterator over the current state (an implicit snapshot:
@@ -53,72 +112,163 @@ func (db *DB) newIter(o *IterOptions, seq uint64) (*Iterator, error) {
 	if db.closed.Load() {
 		return nil, ErrClosed
 	}
-	var lower, upper []byte
-	if o != nil {
-		lower, upper = slices.Clone(o.LowerBound), slices.Clone(o.UpperBound)
-	}
 	// The construction is a read in flight (Close waits for it); the
 	// iterator it returns is not (rs.iters): see DB.Close.
 	rs, err := db.loadReadState(seq)
 	if err != nil {
 		return nil, err
 	}
-	iters := make([]base.Iterator, 0, len(rs.mems)+len(rs.v.levels[0])+compaction.NumLevels)
-	var rangeDels []*rangedel.Set
-	for _, mt := range rs.mems {
-		iters = append(iters, mt.NewIter())
-		if s := mt.RangeDels(); s != nil {
-			rangeDels = append(rangeDels, s)
-		}
+	var lower, upper []byte
+	if o != nil {
+		lower, upper = o.LowerBound, o.UpperBound
 	}
-	fail := func(err error) (*Iterator, error) {
-		for _, it := range iters {
-			it.Close()
-		}
+	return db.newIterIn(rs, lower, upper)
+}
+
+// newIterIn returns an iterator over the view rs, whose reference (a read
+// in flight until then) it takes over, or releases on an error.
+func (db *DB) newIterIn(rs readView, lower, upper []byte) (*Iterator, error) {
+	s := iterStatePool.Get().(*iterState)
+	s.db, s.rs = db, rs
+	s.setBounds(lower, upper)
+	if err := s.build(); err != nil {
+		s.recycle()
 		rs.release()
 		return nil, err
 	}
-	var withRangeDels []*base.TableMeta
-	l0 := rs.v.levels[0]
+	rs.iters.Add(1)
+	return &Iterator{iterState: s}, nil
+}
+
+// setBounds copies the bounds into the state's buffers.
+func (s *iterState) setBounds(lower, upper []byte) {
+	s.lower = copyBound(&s.lowerBuf, lower)
+	s.upper = copyBound(&s.upperBuf, upper)
+}
+
+// copyBound copies b into *buf and returns the copy: nil for nil, non-nil
+// for an empty b (an empty upper bound admits no key).
+func copyBound(buf *[]byte, b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	*buf = append((*buf)[:0], b...)
+	if *buf == nil {
+		*buf = []byte{}
+	}
+	return (*buf)[:len(b):len(b)]
+}
+
+// SetBounds replaces the iterator's bounds (nil: none), as if it had been
+// created with them; it copies them, and the caller may reuse its slices
+// at once. The iterator is left at no key (its Key and Value are gone):
+// position it with First, Last, SeekGE, SeekLT or SeekPrefixGE. Its view
+// of the store does not change. Pebble's Iterator.SetBounds.
+func (i *Iterator) SetBounds(lower, upper []byte) {
+	if !i.usable() {
+		return
+	}
+	s := i.iterState
+	_ = s.merging.Close() // its children's errors were the positioning calls'
+	s.valid, s.pos, s.prefix, s.dir, i.err = false, false, false, 0, nil
+	s.setBounds(lower, upper)
+	if err := s.build(); err != nil {
+		i.err = err
+	}
+}
+
+// Clone returns a new iterator over the same view of the store (the same
+// implicit snapshot, the same bounds), unpositioned: Pebble's
+// Iterator.Clone. The two are independent; Close each.
+func (i *Iterator) Clone() (*Iterator, error) {
+	if !i.usable() {
+		return nil, i.err
+	}
+	db := i.db
+	// Another reference to a state this iterator holds: it cannot be
+	// freed, so it is taken even if the state is no longer current, and is
+	// a read in flight until the clone is built.
+	rs := readView{i.rs.readState, i.rs.seq, i.rs.refs.Acquire()}
+	if db.closingNow.Load() {
+		rs.release()
+		return nil, ErrClosed
+	}
+	return db.newIterIn(rs, i.lower, i.upper)
+}
+
+// build makes s.merging the merged iterator over the memtables and the tables of
+// s.rs within the bounds: a levelIter for every L0 table (newest first) and
+// for every level below that has tables within them, each opening its
+// tables only when a positioning call reaches them.
+func (s *iterState) build() error {
+	v := s.rs.v
+	l0 := v.levels[0]
+	n := len(l0) + compaction.NumLevels - 1
+	if cap(s.levels) < n {
+		s.levels = make([]levelIter, 0, n) // pointers into it go to children
+	}
+	s.levels = s.levels[:0]
+	children, sets, withRangeDels := s.children[:0], s.sets[:0], s.withRangeDels[:0]
+	if cap(s.memIters) < len(s.rs.mems) {
+		s.memIters = make([]memtable.Iter, len(s.rs.mems))
+	}
+	s.memIters = s.memIters[:len(s.rs.mems)]
+	for i, mt := range s.rs.mems {
+		mt.InitIter(&s.memIters[i])
+		children = append(children, &s.memIters[i])
+		if rd := mt.RangeDels(); rd != nil {
+			sets = append(sets, rd)
+		}
+	}
+	addLevel := func(ts []*base.TableMeta) {
+		if len(ts) == 0 {
+			return
+		}
+		s.levels = append(s.levels, levelIter{tables: ts, db: s.db, lower: s.lower, upper: s.upper, idx: -1})
+		children = append(children, &s.levels[len(s.levels)-1])
+		for _, t := range ts {
+			if t.HasRangeDels {
+				withRangeDels = append(withRangeDels, t)
+			}
+		}
+	}
 	for i := len(l0) - 1; i >= 0; i-- {
-		if !overlapsBounds(l0[i], lower, upper) {
-			continue
-		}
-		it, err := db.newTableIter(l0[i].FileNum, lower, upper)
-		if err != nil {
-			return fail(err)
-		}
-		iters = append(iters, it)
-		if l0[i].HasRangeDels {
-			withRangeDels = append(withRangeDels, l0[i])
+		if overlapsBounds(l0[i], s.lower, s.upper) {
+			addLevel(l0[i : i+1])
 		}
 	}
 	for lvl := 1; lvl < compaction.NumLevels; lvl++ {
-		var ts []*base.TableMeta
-		for _, t := range rs.v.levels[lvl] {
-			if overlapsBounds(t, lower, upper) {
-				ts = append(ts, t)
-				if t.HasRangeDels {
-					withRangeDels = append(withRangeDels, t)
-				}
-			}
-		}
-		if len(ts) > 0 {
-			iters = append(iters, newLevelIter(ts, func(t *base.TableMeta) (base.Iterator, error) {
-				return db.newTableIter(t.FileNum, lower, upper)
-			}))
-		}
+		addLevel(withinBounds(v.levels[lvl], s.lower, s.upper))
 	}
+	s.children, s.withRangeDels = children, withRangeDels
 	if len(withRangeDels) > 0 {
-		s, err := db.rangeDelsOf(withRangeDels)
+		rd, err := s.db.rangeDelsOf(withRangeDels)
 		if err != nil {
-			return fail(err)
+			for _, it := range children {
+				it.Close()
+			}
+			s.sets = sets
+			s.merging.Init(nil) // an empty iterator that Close closes cleanly
+			return err
 		}
-		rangeDels = append(rangeDels, s)
+		sets = append(sets, rd)
 	}
-	rs.iters.Add(1)
-	return &Iterator{db: db, rs: rs, it: compaction.NewMergingIter(iters...), lower: lower, upper: upper,
-		rangeDels: rangedel.Merge(rangeDels...)}, nil
+	s.sets = sets
+	s.rangeDels = rangedel.Merge(sets...)
+	s.merging.Init(children)
+	return nil
+}
+
+// withinBounds returns the tables of a sorted level (L1 and below: no two
+// overlap) that overlap [lower, upper): a contiguous run of them.
+func withinBounds(ts []*base.TableMeta, lower, upper []byte) []*base.TableMeta {
+	if lower != nil {
+		ts = ts[sort.Search(len(ts), func(i int) bool { return bytes.Compare(ts[i].Largest.UserKey, lower) >= 0 }):]
+	}
+	if upper != nil {
+		ts = ts[:sort.Search(len(ts), func(i int) bool { return bytes.Compare(ts[i].Smallest.UserKey, upper) >= 0 })]
+	}
+	return ts
 }
 
 func overlapsBounds(t *base.TableMeta, lower, upper []byte) bool {
@@ -131,44 +281,22 @@ func overlapsBounds(t *base.TableMeta, lower, upper []byte) bool {
 	return true
 }
 
-// tableIter is a table's iterator holding a table cache reference.
-type tableIter struct {
-	base.Iterator
-	db *DB
-	h  tcHandle // released by Close (h.tcEntry nil after)
-}
-
-func (t *tableIter) Close() error {
-	err := t.Iterator.Close()
-	if t.h.tcEntry != nil {
-		t.db.tc.release(t.h)
-		t.h = tcHandle{}
-	}
-	return err
-}
-
-func (db *DB) newTableIter(fn uint64, lower, upper []byte) (base.Iterator, error) {
-	h, err := db.tc.get(fn)
-	if err != nil {
-		return nil, err
-	}
-	it, err := h.r.NewIter(lower, upper)
-	if err != nil {
-		db.tc.release(h)
-		return nil, err
-	}
-	return &tableIter{Iterator: it, db: db, h: h}, nil
-}
-
 // levelIter iterates the sorted, non-overlapping tables of one level,
-// opening one table at a time (with newIter), for user iterators and for
-// compactions alike.
+// opening one table at a time, for user iterators and for compactions
+// alike. A user iterator's levelIter (db set) opens its tables through the
+// table cache with the iterator's bounds and holds the table's cache
+// reference in h, so that cur is the table's own iterator (one dynamic call
+// a step, not two); a compaction's calls newIter.
 type levelIter struct {
 	tables  []*base.TableMeta
 	newIter func(*base.TableMeta) (base.Iterator, error)
 	idx     int
 	cur     base.Iterator
 	err     error
+
+	db           *DB
+	lower, upper []byte
+	h            tcHandle // cur's table cache reference (db set)
 }
 
 func newLevelIter(tables []*base.TableMeta, newIter func(*base.TableMeta) (base.Iterator, error)) *levelIter {
@@ -179,15 +307,25 @@ func (l *levelIter) open(i int) bool {
 	if l.cur != nil && l.idx == i {
 		return true
 	}
-	if l.cur != nil {
-		if err := l.cur.Close(); err != nil && l.err == nil {
-			l.err = err
-		}
-		l.cur = nil
-	}
+	l.closeCur()
 	l.idx = i
 	if i < 0 || i >= len(l.tables) || l.err != nil {
 		return false
+	}
+	if l.db != nil {
+		h, err := l.db.tc.get(l.tables[i].FileNum)
+		if err != nil {
+			l.err = err
+			return false
+		}
+		it, err := h.r.NewIter(l.lower, l.upper)
+		if err != nil {
+			l.db.tc.release(h)
+			l.err = err
+			return false
+		}
+		l.cur, l.h = it, h
+		return true
 	}
 	it, err := l.newIter(l.tables[i])
 	if err != nil {
@@ -280,19 +418,34 @@ func (l *levelIter) Error() error {
 }
 
 func (l *levelIter) Close() error {
-	if l.cur != nil {
-		if err := l.cur.Close(); err != nil && l.err == nil {
-			l.err = err
-		}
-		l.cur = nil
-	}
+	l.closeCur()
 	return l.err
+}
+
+// closeCur closes the current table's iterator, if any, and drops its
+// table cache reference.
+func (l *levelIter) closeCur() {
+	if l.cur == nil {
+		return
+	}
+	if err := l.cur.Close(); err != nil && l.err == nil {
+		l.err = err
+	}
+	l.cur = nil
+	if l.h.tcEntry != nil {
+		l.db.tc.release(l.h)
+		l.h = tcHandle{}
+	}
 }
 
 // --- user-level iteration over the merged internal iterator ---
 
 func (i *Iterator) usable() bool {
-	if i.closed || i.db.closed.Load() {
+	if i.closed {
+		i.err = ErrClosed
+		return false
+	}
+	if i.db.closed.Load() {
 		i.err = ErrClosed
 		i.valid = false
 		return false
@@ -310,7 +463,7 @@ func (i *Iterator) First() bool {
 		return i.seekGE(i.lower)
 	}
 	i.dir = 1
-	return i.findNext(i.it.First(), nil)
+	return i.findNext(i.merging.First(), nil)
 }
 
 // Last moves to the last key (< UpperBound).
@@ -323,7 +476,7 @@ func (i *Iterator) Last() bool {
 		return i.seekLT(i.upper)
 	}
 	i.dir = -1
-	return i.findPrev(i.it.Last())
+	return i.findPrev(i.merging.Last())
 }
 
 // SeekGE moves to the first key >= key.
@@ -340,7 +493,7 @@ func (i *Iterator) SeekGE(key []byte) bool {
 func (i *Iterator) seekGE(key []byte) bool {
 	i.prefix = false
 	i.dir = 1
-	return i.findNext(i.it.SeekGE(key), nil)
+	return i.findNext(i.merging.SeekGE(key), nil)
 }
 
 // SeekLT moves to the last key < key.
@@ -357,7 +510,7 @@ func (i *Iterator) SeekLT(key []byte) bool {
 func (i *Iterator) seekLT(key []byte) bool {
 	i.prefix = false
 	i.dir = -1
-	return i.findPrev(i.it.SeekLT(key))
+	return i.findPrev(i.merging.SeekLT(key))
 }
 
 // SeekPrefixGE moves to key if the view holds it and reports whether it
@@ -407,9 +560,9 @@ func (i *Iterator) Next() bool {
 	if i.dir < 0 {
 		// The internal iterator sits before the current key: re-seek.
 		i.dir = 1
-		return i.findNext(i.it.SeekGE(cur), cur)
+		return i.findNext(i.merging.SeekGE(cur), cur)
 	}
-	return i.findNext(i.it.Next(), cur)
+	return i.findNext(i.merging.Next(), cur)
 }
 
 // Prev moves to the previous key.
@@ -424,7 +577,7 @@ func (i *Iterator) Prev() bool {
 	if i.dir > 0 {
 		// The internal iterator sits on the current key: re-seek before it.
 		i.dir = -1
-		return i.findPrev(i.it.SeekLT(i.key))
+		return i.findPrev(i.merging.SeekLT(i.key))
 	}
 	// The internal iterator sits on the first entry not yet consumed.
 	return i.findPrev(i.pos)
@@ -434,7 +587,7 @@ func (i *Iterator) Prev() bool {
 // user key (other than skip) whose newest visible version is a value.
 func (i *Iterator) findNext(ok bool, skip []byte) bool {
 	i.valid = false
-	it := i.it
+	it := &i.merging
 	for ; ok; ok = it.Next() {
 		k := it.Key()
 		if i.upper != nil && bytes.Compare(k.UserKey, i.upper) >= 0 {
@@ -466,7 +619,7 @@ func (i *Iterator) findNext(ok bool, skip []byte) bool {
 // before the user key changes is the newest.
 func (i *Iterator) findPrev(ok bool) bool {
 	i.valid = false
-	it := i.it
+	it := &i.merging
 	have := false // key/value hold a visible Set of the key being gathered
 	var gathering []byte
 	for ; ok; ok = it.Prev() {
@@ -508,7 +661,7 @@ func (i *Iterator) setCurrent(k, v []byte) {
 }
 
 // Valid reports whether the iterator is at a key.
-func (i *Iterator) Valid() bool { return i.valid && !i.closed }
+func (i *Iterator) Valid() bool { return !i.closed && i.valid }
 
 // Key returns the current key (valid until the next positioning call).
 func (i *Iterator) Key() []byte {
@@ -535,10 +688,12 @@ func (i *Iterator) Close() error {
 		return ErrClosed
 	}
 	i.closed = true
-	i.valid = false
-	err := i.it.Close()
-	i.rs.iters.Add(-1)
-	i.rs.release()
+	s := i.iterState
+	i.iterState = nil
+	err := s.merging.Close()
+	s.rs.iters.Add(-1)
+	s.rs.release()
+	s.recycle()
 	if err == nil && i.err != nil && i.err != ErrClosed {
 		err = i.err
 	}

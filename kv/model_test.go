@@ -179,20 +179,23 @@ func runModel(t *testing.T, policy string, seed uint64, nops int) {
 		keys := m.sortedKeys(o.LowerBound, o.UpperBound)
 		pos := -1 // expected index into keys; -1 or len: invalid
 		var ok bool
-		switch rng.IntN(4) {
-		case 0:
-			ok, pos = it.First(), 0
-		case 1:
-			ok, pos = it.Last(), len(keys)-1
-		case 2:
-			k := fmt.Sprintf("k%05d", rng.IntN(keySpace))
-			ok = it.SeekGE([]byte(k))
-			pos = sort.SearchStrings(keys, k)
-		case 3:
-			k := fmt.Sprintf("k%05d", rng.IntN(keySpace))
-			ok = it.SeekLT([]byte(k))
-			pos = sort.SearchStrings(keys, k) - 1
+		position := func() {
+			switch rng.IntN(4) {
+			case 0:
+				ok, pos = it.First(), 0
+			case 1:
+				ok, pos = it.Last(), len(keys)-1
+			case 2:
+				k := fmt.Sprintf("k%05d", rng.IntN(keySpace))
+				ok = it.SeekGE([]byte(k))
+				pos = sort.SearchStrings(keys, k)
+			case 3:
+				k := fmt.Sprintf("k%05d", rng.IntN(keySpace))
+				ok = it.SeekLT([]byte(k))
+				pos = sort.SearchStrings(keys, k) - 1
+			}
 		}
+		position()
 		steps := rng.IntN(40)
 		if rng.IntN(10) == 0 {
 			steps = len(keys) + 2 // a full walk
@@ -208,6 +211,34 @@ func runModel(t *testing.T, policy string, seed uint64, nops int) {
 			}
 			require.Equal(t, keys[pos], string(it.Key()), "iter %+v step %d: %s", o, s, ctx())
 			require.Equal(t, m[keys[pos]], it.Value(), "iter %+v step %d key %s: %s", o, s, keys[pos], ctx())
+			switch rng.IntN(40) {
+			case 0: // new bounds (reusing the old slices), then a new position
+				o.LowerBound, o.UpperBound = o.LowerBound[:0], o.UpperBound[:0]
+				switch rng.IntN(3) {
+				case 0:
+					o.LowerBound = fmt.Appendf(o.LowerBound, "k%05d", rng.IntN(keySpace))
+				case 1:
+					o.UpperBound = fmt.Appendf(o.UpperBound, "k%05d", rng.IntN(keySpace))
+				}
+				if len(o.LowerBound) == 0 {
+					o.LowerBound = nil
+				}
+				if len(o.UpperBound) == 0 {
+					o.UpperBound = nil
+				}
+				it.SetBounds(o.LowerBound, o.UpperBound)
+				require.False(t, it.Valid(), ctx())
+				keys = m.sortedKeys(o.LowerBound, o.UpperBound)
+				position()
+				continue
+			case 1: // go on with a clone, then a new position
+				c, err := it.Clone()
+				require.NoError(t, err, ctx())
+				require.NoError(t, it.Close(), ctx())
+				it = c
+				position()
+				continue
+			}
 			if rng.IntN(8) == 0 {
 				fwd = !fwd
 			}

@@ -256,9 +256,12 @@ var (
 func (o *WriteOptions) sync() bool { return o == nil || o.Sync }
 
 // IterOptions bound an iterator: it sees user keys in [LowerBound,
-// UpperBound). Nil bounds are open.
+// UpperBound). Nil bounds are open. NewIter copies them; the iterator
+// opens no table of a level that lies outside them.
 type IterOptions struct {
+	// LowerBound is the smallest key the iterator sees (nil: none).
 	LowerBound []byte
+	// UpperBound is the key past the last one it sees (nil: none).
 	UpperBound []byte
 }
 

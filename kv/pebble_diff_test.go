@@ -17,8 +17,9 @@ import (
 // TestAgainstPebble is a metamorphic test: the same random operations
 // (Set, Delete, DeleteRange, batches of them, flushes, compactions,
 // snapshots, reopens) go to the store and to a pebble.DB, and every Get
-// and every iteration (bounded, forward and backward, on the latest state
-// and on snapshots) must give the same answer from both.
+// and every iteration (bounded, forward and backward, with bounds changed
+// on the way and through clones, on the latest state and on snapshots)
+// must give the same answer from both.
 func TestAgainstPebble(t *testing.T) {
 	nops := 20_000
 	if testing.Short() {
@@ -87,15 +88,18 @@ func TestAgainstPebble(t *testing.T) {
 		pit, err := pnewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 		require.NoError(t, err)
 		var ok, pok bool
-		switch rng.IntN(3) {
-		case 0:
-			ok, pok = it.First(), pit.First()
-		case 1:
-			ok, pok = it.Last(), pit.Last()
-		default:
-			k := key()
-			ok, pok = it.SeekGE(k), pit.SeekGE(k)
+		position := func() {
+			switch rng.IntN(3) {
+			case 0:
+				ok, pok = it.First(), pit.First()
+			case 1:
+				ok, pok = it.Last(), pit.Last()
+			default:
+				k := key()
+				ok, pok = it.SeekGE(k), pit.SeekGE(k)
+			}
 		}
+		position()
 		for step := 0; ; step++ {
 			require.Equal(t, pok, ok, "iter [%q, %q) step %d: %s", lo, hi, step, ctx())
 			if !ok || step == 30 {
@@ -103,9 +107,28 @@ func TestAgainstPebble(t *testing.T) {
 			}
 			require.Equal(t, string(pit.Key()), string(it.Key()), "iter step %d: %s", step, ctx())
 			require.Equal(t, string(pit.Value()), string(it.Value()), "iter step %d: %s", step, ctx())
-			if rng.IntN(3) == 0 {
+			switch r := rng.IntN(30); {
+			case r == 0: // new bounds, then a new position
+				lo, hi = nil, nil
+				if rng.IntN(2) == 0 {
+					lo, hi = keyRange()
+				}
+				it.SetBounds(lo, hi)
+				pit.SetBounds(lo, hi)
+				require.False(t, it.Valid(), "Valid after SetBounds: %s", ctx())
+				position()
+			case r == 1: // go on with clones, then a new position
+				cit, err := it.Clone()
+				require.NoError(t, err)
+				pcit, err := pit.Clone(pebble.CloneOptions{})
+				require.NoError(t, err)
+				require.NoError(t, it.Close())
+				require.NoError(t, pit.Close())
+				it, pit = cit, pcit
+				position()
+			case r < 11:
 				ok, pok = it.Prev(), pit.Prev()
-			} else {
+			default:
 				ok, pok = it.Next(), pit.Next()
 			}
 		}

@@ -513,6 +513,9 @@ func (m *MemTable) GetVersion(userKey []byte, seq uint64) (value []byte, kind ba
 // them by sequence number.
 func (m *MemTable) NewIter() *Iter { return &Iter{m: m} }
 
+// InitIter makes it what NewIter returns, in memory the caller reuses.
+func (m *MemTable) InitIter(it *Iter) { *it = Iter{m: m} }
+
 // Iter walks a memtable in internal-key order. It implements
 // base.Iterator.
 type Iter struct {
