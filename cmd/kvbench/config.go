@@ -26,7 +26,7 @@ func defaultConfig(o options, format sstable.Format) StoreConfig {
 		L0StopWrites: d.L0StopWritesThreshold, Compactions: d.MaxConcurrentCompactions,
 		MaxOpenFiles: d.MaxOpenFiles, KnownNegatives: o.knownNeg, TableFormat: format,
 		PeerMemTableSize: o.peerMemTable, DirectReads: o.direct, FixRule: fixRules[o.fixRule],
-		FixInline: o.fixInline, RemoteCacheSize: o.remoteCache,
+		FixInline: o.fixInline, RemoteCacheSize: o.remoteCache, SeekPrefixReads: o.read == "seekprefix",
 	}
 }
 
@@ -75,6 +75,7 @@ func configRows(cfg StoreConfig) []configRow {
 		{"table format", kvFormat, "row " + p.FormatMajorVersion.MaxTableFormat().String()},
 		{"NoSync write returns once", nosync, "in the WAL buffer"},
 		{"false positives fixed", fixRuleText(k.FixRule, k.FixInline), "none (a static filter)"},
+		{"point reads", pointReadText(cfg.SeekPrefixReads), "DB.Get (pebble); SeekPrefixGE, L6 filters on, reused iterator (pebble-l6)"},
 	}
 }
 
@@ -93,6 +94,13 @@ func fixRuleText(r kv.FixRule, inline bool) string {
 		when = "by the Get"
 	}
 	return which + ", " + when
+}
+
+func pointReadText(seekPrefix bool) string {
+	if seekPrefix {
+		return "Iterator.SeekPrefixGE, reused iterator"
+	}
+	return "DB.Get"
 }
 
 func flushSplitText(n int64) string {

@@ -238,6 +238,7 @@ func TestBadArguments(t *testing.T) {
 		{"-peer-memtable-size", "100"},
 		{"-peer-memtable-size", "-1"},
 		{"-fix", "sometimes"},
+		{"-read", "scan"},
 		{"-write", "-write-values", "0"},
 		{"-write", "-write-writers", "two"},
 		{"-write", "-write-sync", "always"},
@@ -255,6 +256,30 @@ func TestBadArguments(t *testing.T) {
 	var out bytes.Buffer
 	err := run([]string{"-workloads", bad2, "-q"}, &out, &out)
 	require.ErrorContains(t, err, "readproportion")
+}
+
+// TestReadSeekPrefix: -read seekprefix reaches the adaptkv stores (the
+// header says so; TestReusedIteratorSeesWrites checks the reads go through
+// the pooled iterators) and each SeekPrefixGE counts as a Get: the same
+// streams under -read get and -read seekprefix read and find alike. (That
+// SeekPrefixGE wastes what Get wastes is kv's TestSeekPrefixGEWastesAsGet,
+// on stores with fixed filter seeds; here the seeds are random.)
+func TestReadSeekPrefix(t *testing.T) {
+	args := []string{"-policies", "aprefix,bloom", "-workloads", "negzipf,c", "-records", "3000", "-ops", "3000",
+		"-calibrate", "500", "-memtable-size", "65536", "-target-file-size", "65536"}
+	_, gets, _ := runJSON(t, args...)
+	_, seeks, table := runJSON(t, append(args, "-read", "seekprefix")...)
+	require.Contains(t, table, "Iterator.SeekPrefixGE, reused iterator")
+	require.Len(t, seeks, len(gets))
+	for i, r := range seeks {
+		g := gets[i]
+		checkConsistent(t, r)
+		require.Equal(t, g.Policy+g.Workload, r.Policy+r.Workload)
+		require.Equal(t, g.Reads, r.Reads)
+		require.Equal(t, g.AbsentReads, r.AbsentReads)
+		require.Zero(t, r.StoredNotFound, "%s/%s", r.Policy, r.Workload)
+		require.Equal(t, g.Reads, r.Gets, "%s/%s: every SeekPrefixGE is a Get", r.Policy, r.Workload)
+	}
 }
 
 // TestPebbleFilterCountersMatchPebble: the counting wrapper sees exactly the
@@ -283,35 +308,55 @@ func TestPebbleFilterCountersMatchPebble(t *testing.T) {
 	}
 }
 
-// TestPebbleReusedIteratorSeesWrites: pebble-l6 reuses iterators, but never
-// one opened before a write that completed.
-func TestPebbleReusedIteratorSeesWrites(t *testing.T) {
-	cfg := smallConfig(t)
-	s, err := openPebble(cfg, true)
-	require.NoError(t, err)
-	for i := range 200 {
-		k := []byte(fmt.Sprintf("user%06d", i))
-		found, err := s.Get(k)
-		require.NoError(t, err)
-		require.False(t, found)
-		require.NoError(t, s.Set(k, []byte("v")))
-		found, err = s.Get(k)
-		require.NoError(t, err)
-		require.True(t, found, "key %d written before the Get", i)
-		require.NoError(t, s.Delete(k))
-		found, err = s.Get(k)
-		require.NoError(t, err)
-		require.False(t, found, "key %d deleted before the Get", i)
+// TestReusedIteratorSeesWrites: pebble-l6 and the adaptkv stores under
+// -read seekprefix reuse iterators, but never one opened before a write
+// that completed; while nothing is written one iterator serves every read.
+func TestReusedIteratorSeesWrites(t *testing.T) {
+	open := map[string]func(StoreConfig) (Store, func() int, error){
+		"pebble-l6": func(cfg StoreConfig) (Store, func() int, error) {
+			s, err := openPebble(cfg, true)
+			if err != nil {
+				return nil, nil, err
+			}
+			return s, func() int { return len(s.iters.pool) }, nil
+		},
+		"aprefix-seekprefix": func(cfg StoreConfig) (Store, func() int, error) {
+			cfg.SeekPrefixReads = true
+			s, err := openKV("aprefix", cfg)
+			if err != nil {
+				return nil, nil, err
+			}
+			return s, func() int { return len(s.(*kvStore).iters.pool) }, nil
+		},
 	}
-	// Read-only: the same iterator serves many Gets.
-	require.NoError(t, s.Set([]byte("user-x"), []byte("v")))
-	for range 100 {
-		found, err := s.Get([]byte("user-x"))
-		require.NoError(t, err)
-		require.True(t, found)
+	for name, open := range open {
+		t.Run(name, func(t *testing.T) {
+			s, pooled, err := open(smallConfig(t))
+			require.NoError(t, err)
+			for i := range 200 {
+				k := []byte(fmt.Sprintf("user%06d", i))
+				found, err := s.Get(k)
+				require.NoError(t, err)
+				require.False(t, found)
+				require.NoError(t, s.Set(k, []byte("v")))
+				found, err = s.Get(k)
+				require.NoError(t, err)
+				require.True(t, found, "key %d written before the Get", i)
+				require.NoError(t, s.Delete(k))
+				found, err = s.Get(k)
+				require.NoError(t, err)
+				require.False(t, found, "key %d deleted before the Get", i)
+			}
+			require.NoError(t, s.Set([]byte("user-x"), []byte("v")))
+			for range 100 {
+				found, err := s.Get([]byte("user-x"))
+				require.NoError(t, err)
+				require.True(t, found)
+			}
+			require.Equal(t, 1, pooled(), "one goroutine reuses one iterator")
+			require.NoError(t, s.Close())
+		})
 	}
-	require.LessOrEqual(t, len(s.pool), 1, "one goroutine reuses one iterator")
-	require.NoError(t, s.Close())
 }
 
 func TestHistogramQuantiles(t *testing.T) {

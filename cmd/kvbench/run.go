@@ -109,6 +109,7 @@ type options struct {
 	direct                  bool
 	fixRule                 string
 	fixInline               bool
+	read                    string // -read: get or seekprefix
 	remoteCache             int64
 	writeMode               bool
 	write                   writeFlags
@@ -158,6 +159,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.write.keys, "write-keys", "random", "-write: random, sequential, or both")
 	fs.Int64Var(&o.write.ops, "write-ops", 300_000, "-write: writes a run (a tenth for sync)")
 	fs.Int64Var(&o.write.bytes, "write-bytes", 256<<20, "-write: at most this many key and value bytes a run (fewer writes for large values)")
+	fs.StringVar(&o.read, "read", "get", "how the adaptkv stores read points: get (DB.Get) or seekprefix (Iterator.SeekPrefixGE on an iterator reused\nwhile nothing is written, as pebble-l6 reads Pebble)")
 	fs.BoolVar(&o.quiet, "q", false, "no progress bars")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof)")
 	fs.StringVar(&o.tracePath, "trace", "", "write an execution trace of the whole run to FILE (go tool trace): where slow writes wait")
@@ -179,6 +181,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	tableFormat, err := sstable.ParseFormat(o.tableFormat)
 	if err != nil {
 		return fmt.Errorf("-table-format: %w", err)
+	}
+	if o.read != "get" && o.read != "seekprefix" {
+		return fmt.Errorf("-read %q: want get or seekprefix", o.read)
 	}
 	if _, ok := fixRules[o.fixRule]; !ok {
 		return fmt.Errorf("-fix %q: want every, repeated or auto", o.fixRule)

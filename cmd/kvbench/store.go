@@ -180,6 +180,9 @@ type StoreConfig struct {
 	FixInline bool
 	// RemoteCacheSize is kv.Options.RemoteCacheSize (adaptkv stores).
 	RemoteCacheSize int64
+	// SeekPrefixReads makes the adaptkv stores read points with
+	// Iterator.SeekPrefixGE on a reused iterator instead of DB.Get.
+	SeekPrefixReads bool
 	// SyncWrites makes Set fsync the WAL before it returns (kv.Sync,
 	// pebble.Sync); without it writes are NoSync.
 	SyncWrites bool

@@ -12,10 +12,15 @@ import (
 // kvPolicies lists the adaptkv filter policies of this build.
 func kvPolicies() []string { return filterpolicy.Names() }
 
-// kvStore is adaptkv's kv.DB under one filter policy.
+// kvStore is adaptkv's kv.DB under one filter policy. Point reads use
+// DB.Get or, with seekPrefix (-read seekprefix), Iterator.SeekPrefixGE on
+// an iterator reused while nothing is written (iterPool), as pebble-l6
+// reads Pebble.
 type kvStore struct {
-	db   *kv.DB
-	sync *kv.WriteOptions // Set's
+	db         *kv.DB
+	sync       *kv.WriteOptions // Set's
+	seekPrefix bool
+	iters      *iterPool[*kv.Iterator]
 }
 
 // kvOptions are an adaptkv store's options for cfg under policy name,
@@ -54,7 +59,7 @@ func openKV(name string, cfg StoreConfig) (Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &kvStore{db: db, sync: kv.NoSync}
+	s := &kvStore{db: db, sync: kv.NoSync, seekPrefix: cfg.SeekPrefixReads, iters: newIterPool[*kv.Iterator]()}
 	if cfg.SyncWrites {
 		s.sync = kv.Sync
 	}
@@ -62,6 +67,9 @@ func openKV(name string, cfg StoreConfig) (Store, error) {
 }
 
 func (s *kvStore) Get(key []byte) (bool, error) {
+	if s.seekPrefix {
+		return s.seekPrefixGet(key)
+	}
 	_, err := s.db.Get(key)
 	if errors.Is(err, kv.ErrNotFound) {
 		return false, nil
@@ -69,7 +77,22 @@ func (s *kvStore) Get(key []byte) (bool, error) {
 	return err == nil, err
 }
 
-func (s *kvStore) Set(key, value []byte) error { return s.db.Set(key, value, s.sync) }
+// seekPrefixGet reads key with SeekPrefixGE (its value is copied into the
+// iterator, as Get copies it).
+func (s *kvStore) seekPrefixGet(key []byte) (bool, error) {
+	pi, err := s.iters.get(func() (*kv.Iterator, error) { return s.db.NewIter(nil) })
+	if err != nil {
+		return false, err
+	}
+	found := pi.it.SeekPrefixGE(key)
+	if err := pi.it.Error(); err != nil {
+		pi.it.Close()
+		return false, err
+	}
+	return found, s.iters.put(pi)
+}
+
+func (s *kvStore) Set(key, value []byte) error { return s.iters.wrote(s.db.Set(key, value, s.sync)) }
 func (s *kvStore) SetBatch(keys, values [][]byte) error {
 	b := s.db.NewBatch()
 	for i := range keys {
@@ -77,10 +100,10 @@ func (s *kvStore) SetBatch(keys, values [][]byte) error {
 			return err
 		}
 	}
-	return s.db.Apply(b, kv.NoSync)
+	return s.iters.wrote(s.db.Apply(b, kv.NoSync))
 }
 
-func (s *kvStore) Delete(key []byte) error { return s.db.Delete(key, kv.NoSync) }
+func (s *kvStore) Delete(key []byte) error { return s.iters.wrote(s.db.Delete(key, kv.NoSync)) }
 
 func (s *kvStore) Scan(start []byte, n int) (int, error) {
 	it, err := s.db.NewIter(&kv.IterOptions{LowerBound: start})
@@ -151,4 +174,5 @@ func (s *kvStore) Footprint(c *Counters) error {
 	return nil
 }
 
-func (s *kvStore) Close() error { return s.db.Close() }
+// Close closes the pooled iterators, then the DB.
+func (s *kvStore) Close() error { return errors.Join(s.iters.close(), s.db.Close()) }

@@ -58,19 +58,13 @@ func (f *countingFilter) MayContain(ftype pebble.FilterType, filter, key []byte)
 // every level's filter is consulted, as in adaptkv. A prefix seek
 // positions every level, so a present key also consults the filters of
 // the levels below the one holding it.
-//
-// A Pebble iterator reads the state it was opened on, so reusing one is
-// only right while nothing was written: iterators are pooled with the
-// write count they were opened at and closed instead of reused once a
-// write completed after that. Read-only phases reuse them; under writes
-// each read opens a new one, as a Pebble user would have to.
+// pebble-l6's iterators are reused while nothing is written (iterPool).
 type pebbleStore struct {
 	db     *pebble.DB
 	filter *countingFilter
 	gets   atomic.Uint64
 	l6     bool
-	writes atomic.Uint64 // completed writes: an iterator opened before one is stale
-	pool   chan pooledIter
+	iters  *iterPool[*pebble.Iterator]
 	// L6's table key ranges (DB.Get reader only, see AfterGet): reloaded
 	// after the flush or compaction that made them stale.
 	l6Stale    atomic.Bool
@@ -91,11 +85,6 @@ type pebbleStore struct {
 
 // keyRange is a table's smallest and largest user key.
 type keyRange struct{ smallest, largest []byte }
-
-type pooledIter struct {
-	it     *pebble.Iterator
-	writes uint64 // s.writes when it was opened
-}
 
 type quietLogger struct{}
 
@@ -141,7 +130,7 @@ func openPebble(cfg StoreConfig, l6 bool) (*pebbleStore, error) {
 	f := &countingFilter{FilterPolicy: bloom.FilterPolicy(cfg.BitsPerKey)}
 	cache := pebble.NewCache(cfg.BlockCacheSize)
 	defer cache.Unref()
-	s := &pebbleStore{filter: f, l6: l6, pool: make(chan pooledIter, 64)}
+	s := &pebbleStore{filter: f, l6: l6, iters: newIterPool[*pebble.Iterator]()}
 	s.l6Ranges.Store(&[]keyRange{}) // read while the first load runs
 	s.l6Stale.Store(true)
 	opts := pebbleOptions(cfg, f, cache)
@@ -253,7 +242,9 @@ func (s *pebbleStore) Get(key []byte) (bool, error) {
 		_ = append([]byte(nil), v...) // adaptkv's Get returns a copy: same cost
 		return true, closer.Close()
 	}
-	pi, err := s.iter()
+	pi, err := s.iters.get(func() (*pebble.Iterator, error) {
+		return s.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
+	})
 	if err != nil {
 		return false, err
 	}
@@ -270,40 +261,11 @@ func (s *pebbleStore) Get(key []byte) (bool, error) {
 		pi.it.Close()
 		return false, err
 	}
-	select {
-	case s.pool <- pi:
-		return found, nil
-	default:
-		return found, pi.it.Close()
-	}
-}
-
-// iter returns a pooled iterator that has seen every completed write, or
-// a new one.
-func (s *pebbleStore) iter() (pooledIter, error) {
-	w := s.writes.Load() // before opening: the iterator sees these writes
-	for {
-		select {
-		case pi := <-s.pool:
-			if pi.writes == w {
-				return pi, nil
-			}
-			if err := pi.it.Close(); err != nil {
-				return pooledIter{}, err
-			}
-			continue
-		default:
-		}
-		it, err := s.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
-		return pooledIter{it: it, writes: w}, err
-	}
+	return found, s.iters.put(pi)
 }
 
 // wrote counts a completed write (pooled iterators opened before are stale).
-func (s *pebbleStore) wrote(err error) error {
-	s.writes.Add(1)
-	return err
-}
+func (s *pebbleStore) wrote(err error) error { return s.iters.wrote(err) }
 
 func (s *pebbleStore) Set(key, value []byte) error {
 	return s.wrote(s.db.Set(key, value, s.sync))
@@ -323,7 +285,7 @@ func (s *pebbleStore) SetBatch(keys, values [][]byte) error {
 func (s *pebbleStore) Delete(key []byte) error { return s.wrote(s.db.Delete(key, pebble.NoSync)) }
 
 func (s *pebbleStore) Scan(start []byte, n int) (int, error) {
-	it, err := s.db.NewIter(nil)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: start}) // as the adaptkv stores' scans
 	if err != nil {
 		return 0, err
 	}
@@ -409,15 +371,5 @@ func (s *pebbleStore) Footprint(c *Counters) error {
 
 // Close closes the pooled iterators, then the DB.
 func (s *pebbleStore) Close() error {
-	var errs []error
-	for {
-		select {
-		case pi := <-s.pool:
-			errs = append(errs, pi.it.Close())
-			continue
-		default:
-		}
-		break
-	}
-	return errors.Join(append(errs, s.db.Close())...)
+	return errors.Join(s.iters.close(), s.db.Close())
 }
