@@ -71,6 +71,12 @@ func oracleOf(children [][]entry) []entry {
 }
 
 func newMerged(children [][]entry) (base.Iterator, []*sliceIter) {
+	return newMergedIn(nil, children)
+}
+
+// newMergedIn is newMerged with reuse: a non-nil m is Init'ed over the
+// children (whatever its previous use left in it) instead of a new one.
+func newMergedIn(m *MergingIter, children [][]entry) (base.Iterator, []*sliceIter) {
 	var its []base.Iterator
 	var sis []*sliceIter
 	for _, c := range children {
@@ -78,7 +84,11 @@ func newMerged(children [][]entry) (base.Iterator, []*sliceIter) {
 		sis = append(sis, si)
 		its = append(its, si)
 	}
-	return NewMergingIter(its...), sis
+	if m == nil {
+		return NewMergingIter(its...), sis
+	}
+	m.Init(its)
+	return m, sis
 }
 
 // modelIter is the oracle's cursor with the merging iterator's semantics.
@@ -145,6 +155,9 @@ func doOp(it base.Iterator, op int, key []byte) bool {
 	}
 }
 
+// TestMergingIterRandomOps runs random positioning calls against the
+// oracle, on new iterators and on one reused with Init (after Close, or in
+// whatever state the previous round left it).
 func TestMergingIterRandomOps(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewSource(seed))
@@ -152,11 +165,15 @@ func TestMergingIterRandomOps(t *testing.T) {
 	if testing.Short() {
 		rounds = 500
 	}
+	var reused MergingIter // every other round: Init over the last round's state
 	for round := 0; round < rounds; round++ {
 		nKeys := 1 + rng.Intn(40)
 		children := randChildren(rng, rng.Intn(9), 1+rng.Intn(30), nKeys, round%3 == 0)
 		oracle := oracleOf(children)
 		it, _ := newMerged(children)
+		if round%2 == 1 {
+			it, _ = newMergedIn(&reused, children)
+		}
 		model := &modelIter{es: oracle, pos: -1}
 		var trace []string
 		for step := 0; step < 300; step++ {
@@ -188,7 +205,9 @@ func TestMergingIterRandomOps(t *testing.T) {
 				require.Nil(t, it.Value(), msg)
 			}
 		}
-		require.NoError(t, it.Close())
+		if round%4 != 3 { // a reused iterator is also Init'ed while open
+			require.NoError(t, it.Close())
+		}
 	}
 }
 
