@@ -29,7 +29,8 @@ type Options struct {
 	// TableFormat is the block layout new tables are written in:
 	// sstable.FormatColumnar (the default: a lookup of a present key costs
 	// less) or sstable.FormatRow (Pebble's default layout: flushes and
-	// compactions cost less, and writes stall less under sustained load).
+	// compactions cost less, writes stall less under sustained load, and
+	// a short scan's seek costs less).
 	// Tables of either layout are read; a store may hold both. Measured
 	// in README, "Writes, against Pebble". Flushes write row blocks
 	// whatever it says, unless FlushInTableFormat.
