@@ -542,7 +542,13 @@ func (i *Iterator) SeekPrefixGE(key []byte) bool {
 		}
 		return false
 	}
-	i.setCurrent(key, v)
+	// v is getIn's own copy: the iterator keeps it instead of copying it
+	// into its buffer again.
+	i.key = append(i.key[:0], key...)
+	i.value = v
+	if i.value == nil {
+		i.value = []byte{}
+	}
 	i.valid, i.prefix = true, true
 	return true
 }
