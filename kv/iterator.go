@@ -669,7 +669,8 @@ func (i *Iterator) setCurrent(k, v []byte) {
 // Valid reports whether the iterator is at a key.
 func (i *Iterator) Valid() bool { return !i.closed && i.valid }
 
-// Key returns the current key (valid until the next positioning call).
+// Key returns the current key (valid until the next positioning call or
+// Close).
 func (i *Iterator) Key() []byte {
 	if !i.Valid() {
 		return nil
@@ -677,7 +678,8 @@ func (i *Iterator) Key() []byte {
 	return i.key
 }
 
-// Value returns the current value (valid until the next positioning call).
+// Value returns the current value (valid until the next positioning call
+// or Close).
 func (i *Iterator) Value() []byte {
 	if !i.Valid() {
 		return nil
