@@ -61,15 +61,16 @@ func (db *DB) KnownNegativesError() error { return db.knErr }
 
 // fixRepeated is the table cache's sstable.ReaderOptions.FixFalsePositive
 // under FixRepeated: fix a false positive only if the known-negative
-// record holds its key (asked before).
-func (db *DB) fixRepeated(key []byte) bool { return db.kn.Contains(key) }
+// record holds its key (asked before); a key it does not hold takes a
+// slot now (knownneg.Sketch.Seen), so its next false positive is fixed.
+func (db *DB) fixRepeated(key []byte) bool { return db.kn.Seen(key) }
 
 // fixAuto is the gate under FixAuto: FixEvery while most absent keys
 // repeat, FixRepeated while most are new (knownneg.Sketch.NewShare). A
 // fix pays when its key comes back; the share of new keys says whether
 // they do.
 func (db *DB) fixAuto(key []byte) bool {
-	return db.kn.NewShare() < 0.5 || db.kn.Contains(key)
+	return db.kn.NewShare() < 0.5 || db.kn.Seen(key)
 }
 
 // recordAbsent notes a Get that consulted at least one table and found

@@ -279,9 +279,9 @@ func concurrentKnownNegatives(t *testing.T, policy string) {
 
 // TestFixRepeated: under FixRule FixRepeated a false positive is fixed
 // only once the known-negative record holds its key: keys asked once cost
-// their probes and no fix; asked again and again they are fixed (at the
-// second sight or a later one: the record samples), and stored keys are
-// all found. With the record off the rule is FixEvery.
+// their probes and no fix; asked again they are fixed at the second sight
+// (the false positive takes a slot in the record whatever its sampling),
+// and stored keys are all found. With the record off the rule is FixEvery.
 func TestFixRepeated(t *testing.T) {
 	const present, absent = 100_000, 20_000
 	db := knStore(t, &Options{FS: vfs.NewMem(), Filter: seededPolicy(t, "taf", 3), FixRule: FixRepeated, knownNegSeed: 3}, present)
@@ -289,13 +289,15 @@ func TestFixRepeated(t *testing.T) {
 	first := askAbsent(t, db, absent)
 	m := db.Metrics()
 	require.Greater(t, first, uint64(20))
-	require.Zero(t, m.Adaptations, "first sight: nothing known, nothing fixed")
-	require.Equal(t, first, m.FixesDeferred)
-	for range 6 {
-		askAbsent(t, db, absent)
-	}
-	require.LessOrEqual(t, askAbsent(t, db, absent), first/20, "asked 8 times: fixed")
-	require.Positive(t, db.Metrics().Adaptations)
+	// A key that fools two tables in one Get has had its first sight at
+	// the first of them: the second is fixed.
+	require.LessOrEqual(t, m.Adaptations*20, first, "first sight: (nearly) nothing fixed")
+	require.Equal(t, first, m.FixesDeferred+m.Adaptations)
+	second := askAbsent(t, db, absent)
+	m2 := db.Metrics()
+	require.Equal(t, first-m.Adaptations, second, "the filters did not change: the same false positives")
+	require.GreaterOrEqual(t, (m2.Adaptations-m.Adaptations)*20, second*19, "second sight: fixed")
+	require.LessOrEqual(t, askAbsent(t, db, absent), first/20, "asked 3 times: fixed")
 	for i := 0; i < present; i += 3 {
 		_, err := db.Get(knKey(2 * i))
 		require.NoError(t, err)

@@ -167,16 +167,17 @@ type Options struct {
 	// reads the table's remote section: on cold storage a device read).
 	// FixEvery (the default): every one, the adaptive filters' guarantee
 	// that a repeated key is a false positive once per table. FixRepeated:
-	// only a key the known-negative record holds (it was asked before and
-	// sampled, see KnownNegatives), so a key asked once costs its probe
-	// and no remote read, and a repeated key is fixed at its second or a
-	// later sight. FixAuto chooses between the two by what the absent Gets
-	// do: while most absent keys repeat (fewer than half of the last 4096
-	// or so recorded were new to the record) it fixes every false
+	// only a key the known-negative record holds (see KnownNegatives; a
+	// false positive of a key it does not hold takes a slot in it), so a
+	// key asked once costs its probe and no remote read, and a repeated
+	// key is fixed at its second sight (a later one if the record dropped
+	// it in between). FixAuto chooses between the two by what the absent
+	// Gets do: while most absent keys repeat (fewer than half of the last
+	// 4096 or so recorded were new to the record) it fixes every false
 	// positive; while most are new, only those of keys asked before. It
 	// fixes no more than FixEvery and wastes at most about twice
-	// FixEvery's probes on a key (fixed at its second or third sight: the
-	// record samples), the ski-rental bound. On cold storage with absent
+	// FixEvery's probes on a key (fixed at its second sight), the
+	// ski-rental bound. On cold storage with absent
 	// keys that do not repeat it spares the fixes' device reads; where
 	// they repeat, its wasted probes cost more than the fixes it spares
 	// (figures in docs/BENCHMARKS.md). With the record off every rule is

@@ -237,6 +237,27 @@ func (s *Sketch) Contains(key []byte) bool {
 	return false
 }
 
+// Seen reports whether the sketch holds key, and if it does not, takes a
+// slot for it unsampled (counted as one miss of Record's weight, unless
+// another goroutine holds the lock), so that the key's next sight finds
+// it: the exact "asked before" of the store's second-sight fix rule,
+// which Record's sampling would blur (a key held after its first ask
+// with probability 1/Every). Called on false positives only: rare, so
+// taking the lock costs nothing the absent-Get path feels.
+func (s *Sketch) Seen(key []byte) bool {
+	if s.Contains(key) {
+		return true
+	}
+	if s.mu.TryLock() {
+		weight := uint64(s.sampling.Every * s.sampling.MissEvery)
+		s.insertLocked(hash(s.seed, key), key, weight, true)
+		s.missed.Add(weight)
+		s.mu.Unlock()
+		s.age(weight)
+	}
+	return false
+}
+
 // Add counts key weight times, unsampled and waiting for the lock (tests,
 // loading).
 func (s *Sketch) Add(key []byte, weight uint64) {

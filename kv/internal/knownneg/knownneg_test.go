@@ -355,3 +355,25 @@ func TestContains(t *testing.T) {
 		require.False(t, s.Contains(fmt.Appendf(nil, "never%d", i)), i)
 	}
 }
+
+// TestSeen: a key's first sight is not seen and takes a slot, whatever the
+// sampling; its second is seen (the sets are large enough that none
+// overflows); Seen counts the sight as a miss of Record's weight.
+func TestSeen(t *testing.T) {
+	sampling := Sampling{Every: 4, HitEvery: 4, MissEvery: 2}
+	s := New(1<<16, sampling)
+	s.SetSeed(7)
+	const n = 2000
+	for i := range n {
+		require.False(t, s.Seen(key(i)), "first sight of %d", i)
+	}
+	require.Equal(t, n, s.Len())
+	for i := range n {
+		require.True(t, s.Seen(key(i)), "second sight of %d", i)
+		require.Equal(t, uint64(sampling.Every*sampling.MissEvery), s.Count(key(i)), "one sight's weight")
+	}
+	require.Equal(t, n, s.Len(), "a second sight takes no slot")
+	for i := n; i < n+100_000; i++ {
+		require.False(t, s.Contains(key(i)), "never seen: %d", i)
+	}
+}
