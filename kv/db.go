@@ -311,6 +311,8 @@ func Open(dir string, opts *Options) (*DB, error) {
 			db.tc.fixGate = db.fixRepeated
 		case FixAuto:
 			db.tc.fixGate = db.fixAuto
+		case FixCached:
+			db.tc.fixGate, db.tc.cacheFPs = db.fixHeld, true
 		}
 	}
 	if !o.FixInline {

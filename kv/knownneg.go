@@ -65,6 +65,12 @@ func (db *DB) KnownNegativesError() error { return db.knErr }
 // slot now (knownneg.Sketch.Seen), so its next false positive is fixed.
 func (db *DB) fixRepeated(key []byte) bool { return db.kn.Seen(key) }
 
+// fixHeld is the gate under FixCached: fix a false positive if the
+// known-negative record holds its key (asked before, and asked again
+// after its table's cache of false positives let it go); otherwise the
+// cache takes it (sstable.ReaderOptions.CacheFalsePositives).
+func (db *DB) fixHeld(key []byte) bool { return db.kn.Contains(key) }
+
 // fixAuto is the gate under FixAuto: FixEvery while most absent keys
 // repeat, FixRepeated while most are new (knownneg.Sketch.NewShare). A
 // fix pays when its key comes back; the share of new keys says whether

@@ -312,6 +312,52 @@ func TestFixRepeated(t *testing.T) {
 	require.ErrorIs(t, (&Options{FixRule: 9}).Validate(), ErrInvalidOptions)
 }
 
+// TestFixCached: under FixRule FixCached a false positive of a key the
+// known-negative record does not hold goes to its table's cache of false
+// positives (no fix, no remote read), and the key's next Gets cost no
+// probe; a false positive of a key the record holds is fixed. Stored keys
+// are all found. With the record off the rule is FixEvery.
+func TestFixCached(t *testing.T) {
+	const present, absent = 100_000, 20_000
+	db := knStore(t, &Options{FS: vfs.NewMem(), Filter: seededPolicy(t, "aprefix", 5), FixRule: FixCached, knownNegSeed: 5}, present)
+	defer db.Close()
+	first := askAbsent(t, db, absent)
+	m := db.Metrics()
+	require.Greater(t, first, uint64(20))
+	require.Equal(t, first, m.FalsePositivesCached, "first sight: cached")
+	require.Zero(t, m.Adaptations)
+	require.Zero(t, m.RemoteReads)
+	require.Zero(t, askAbsent(t, db, absent), "cached: no probe")
+	require.Equal(t, first, db.Metrics().CachedNegatives)
+
+	// Keys the record holds (asked before) are fixed at their first false
+	// positive in a table.
+	for i := absent; i < 2*absent; i++ {
+		db.kn.Add(knKey(2*i+1), 8)
+	}
+	m0 := db.Metrics()
+	for i := absent; i < 2*absent; i++ {
+		_, err := db.Get(knKey(2*i + 1))
+		require.ErrorIs(t, err, ErrNotFound)
+	}
+	db.tc.waitFixes()
+	m1 := db.Metrics()
+	fps := m1.FalsePositiveProbes - m0.FalsePositiveProbes
+	require.Positive(t, fps)
+	require.Equal(t, fps, m1.Adaptations-m0.Adaptations, "held keys: fixed")
+	require.Equal(t, m0.FalsePositivesCached, m1.FalsePositivesCached)
+	for i := 0; i < present; i++ {
+		_, err := db.Get(knKey(2 * i))
+		require.NoError(t, err, "no false negative: key %d", i)
+	}
+
+	db2 := knStore(t, &Options{FS: vfs.NewMem(), Filter: seededPolicy(t, "aprefix", 5), FixRule: FixCached, KnownNegatives: -1}, present)
+	defer db2.Close()
+	askAbsent(t, db2, absent)
+	require.Zero(t, db2.Metrics().FalsePositivesCached, "no record: every false positive fixed")
+	require.Positive(t, db2.Metrics().Adaptations)
+}
+
 // TestFixAuto: under FixAuto a false positive is fixed at first
 // sight while absent keys repeat (new keys among hot ones are fixed at
 // once), deferred while they do not (a stream of keys asked once costs

@@ -70,6 +70,11 @@ type Metrics struct {
 	// FixesDropped counts false positives whose fix found the background
 	// queue full (see Options.FixInline) and was dropped.
 	FixesDropped uint64
+	// FalsePositivesCached counts false positives a table's cache of false
+	// positives took instead of a fix (FixCached), and CachedNegatives
+	// the Gets' table lookups that cache answered absent without a probe
+	// (also counted in FilterNegatives).
+	FalsePositivesCached, CachedNegatives uint64
 	// KnownNegatives is the number of absent keys the store remembers
 	// (see Options.KnownNegatives); KnownNegativeBytes estimates their
 	// memory.
@@ -202,6 +207,7 @@ func (db *DB) Metrics() Metrics {
 	m.PreAdaptChecks = sum.PreAdaptChecks + db.preAdaptChecks.Load()
 	m.FixesDeferred = sum.FixesDeferred
 	m.FixesDropped = sum.FixesDropped
+	m.FalsePositivesCached, m.CachedNegatives = sum.FalsePositivesCached, sum.CachedNegatives
 	if db.kn != nil {
 		m.KnownNegatives = db.kn.Len()
 		m.KnownNegativeBytes = db.kn.SizeBytes()
@@ -261,9 +267,9 @@ func (m Metrics) String() string {
 	perK := func(n uint64) float64 { return float64(n) * 1000 / float64(max(m.Gets, 1)) }
 	fmt.Fprintf(&b, "gets %d: filter checks %d, absent answers %d, wasted probes %d (%.2f per 1k gets), found %d, data blocks read %d\n",
 		m.Gets, m.FilterChecks, m.FilterNegatives, m.FalsePositiveProbes, perK(m.FalsePositiveProbes), m.TruePositiveProbes, m.DataBlockReads)
-	fmt.Fprintf(&b, "filters %s, %.2f bits/key: adaptations %d, pre-adapted %d of %d, rebuilds %d, remote reads %d (cache hits %d, misses %d), fixes deferred %d, dropped %d\n",
+	fmt.Fprintf(&b, "filters %s, %.2f bits/key: adaptations %d, pre-adapted %d of %d, rebuilds %d, remote reads %d (cache hits %d, misses %d), fixes deferred %d, dropped %d; false positives cached %d, answered %d\n",
 		sizeText(m.FilterMemoryBytes), m.FilterBitsPerKey, m.Adaptations, m.PreAdaptations, m.PreAdaptChecks, m.Rebuilds,
-		m.RemoteReads, m.RemoteCacheHits, m.RemoteCacheMisses, m.FixesDeferred, m.FixesDropped)
+		m.RemoteReads, m.RemoteCacheHits, m.RemoteCacheMisses, m.FixesDeferred, m.FixesDropped, m.FalsePositivesCached, m.CachedNegatives)
 	fmt.Fprintf(&b, "known negatives %d (%s); memtables %d (%s); block cache %s (hits %d, misses %d); table reads %d (%s), compaction reads %d (%s)\n",
 		m.KnownNegatives, sizeText(uint64(max(m.KnownNegativeBytes, 0))), m.MemTables, sizeText(m.MemTableBytes),
 		sizeText(uint64(max(m.BlockCacheSize, 0))), m.BlockCacheHits, m.BlockCacheMisses,

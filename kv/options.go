@@ -180,8 +180,14 @@ type Options struct {
 	// ski-rental bound. On cold storage with absent
 	// keys that do not repeat it spares the fixes' device reads; where
 	// they repeat, its wasted probes cost more than the fixes it spares
-	// (figures in docs/BENCHMARKS.md). With the record off every rule is
-	// FixEvery.
+	// (figures in docs/BENCHMARKS.md). FixCached fixes the false positives
+	// of keys the record holds and puts the others in a cache of false
+	// positives kept per table (at most one key per 512 table keys, first
+	// in first out; its memory counts as filter memory), so a key that
+	// comes back costs no probe while the cache holds it, and is fixed
+	// when it comes back after; for cold storage, where each fix is a
+	// device read (in memory FixEvery is faster). With the record off
+	// every rule is FixEvery.
 	FixRule FixRule
 	// FixInline makes the Get that meets a false positive fix it before
 	// it returns (the remote read and the adaptation on the Get's time).
@@ -232,6 +238,9 @@ const (
 	// FixAuto fixes every false positive while absent keys repeat, and
 	// only those of keys asked before while they do not.
 	FixAuto
+	// FixCached caches the keys of false positives in their tables and
+	// fixes the false positives of keys the known-negative record holds.
+	FixCached
 )
 
 // defaultIntraL0Ratio: L0 tables holding less than a quarter of the bytes
@@ -302,7 +311,7 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: KnownNegatives %d > %d", ErrInvalidOptions, r.KnownNegatives, MaxKnownNegatives)
 	case !r.TableFormat.Valid():
 		return fmt.Errorf("%w: TableFormat %v", ErrInvalidOptions, r.TableFormat)
-	case r.FixRule > FixAuto:
+	case r.FixRule > FixCached:
 		return fmt.Errorf("%w: FixRule %d", ErrInvalidOptions, r.FixRule)
 	case r.DirectReads && r.FS != nil && r.FS != vfs.Default:
 		return fmt.Errorf("%w: DirectReads needs the operating system's file system (FS nil or vfs.Default)", ErrInvalidOptions)

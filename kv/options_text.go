@@ -11,7 +11,7 @@ import (
 )
 
 // fixRuleNames are FixRule's names in text.
-var fixRuleNames = [...]string{FixEvery: "every", FixRepeated: "repeated", FixAuto: "auto"}
+var fixRuleNames = [...]string{FixEvery: "every", FixRepeated: "repeated", FixAuto: "auto", FixCached: "cached"}
 
 // String names the rule ("every", "repeated", "auto").
 func (r FixRule) String() string {

@@ -39,6 +39,7 @@ type tableCache struct {
 	max      int
 	readOnly bool
 	fixGate  func(key []byte) bool     // sstable.ReaderOptions.FixFalsePositive; set before use
+	cacheFPs bool                      // sstable.ReaderOptions.CacheFalsePositives; set before use
 	fixes    *fixQueue                 // nil: fixes made by the Gets (Options.FixInline); set before use
 	remote   *filterpolicy.RemoteCache // nil: none; set before use
 	// unreserve gives the remote cache's bytes back to the block cache.
@@ -178,7 +179,7 @@ func (tc *tableCache) getSlow(fn uint64) (tcHandle, error) {
 	// spares each lookup the reader's own in-flight registration.
 	ro := sstable.ReaderOptions{Cache: tc.cache, FileNum: fn,
 		StatePath: tc.fs.PathJoin(tc.dir, stateFileName(fn)), StateReadOnly: tc.readOnly,
-		ClosedByOwner: true, FixFalsePositive: tc.fixGate, RemoteCache: tc.remote}
+		ClosedByOwner: true, FixFalsePositive: tc.fixGate, RemoteCache: tc.remote, CacheFalsePositives: tc.cacheFPs}
 	if tc.fixes != nil {
 		ro.QueueFix = func(fix func()) bool { return tc.queueFix(e, fix) }
 	}
@@ -388,4 +389,6 @@ func addMetrics(dst *sstable.Metrics, m sstable.Metrics) {
 	dst.PreAdaptChecks += m.PreAdaptChecks
 	dst.FixesDeferred += m.FixesDeferred
 	dst.FixesDropped += m.FixesDropped
+	dst.FalsePositivesCached += m.FalsePositivesCached
+	dst.CachedNegatives += m.CachedNegatives
 }

@@ -29,6 +29,8 @@ type tableFilter struct {
 	tableSize     uint64
 	fixGate       func(key []byte) bool // ReaderOptions.FixFalsePositive
 	remoteCache   *filterpolicy.RemoteCache
+	cacheFPs      bool    // ReaderOptions.CacheFalsePositives (with a gate)
+	fpCache       fpCache // capacity 0: off; set by load for an adaptive filter
 
 	filter    filterpolicy.Filter         // nil: no filter
 	adaptive  filterpolicy.AdaptiveFilter // nil: static or no filter
@@ -46,6 +48,8 @@ type tableFilter struct {
 	adaptErrors    atomic.Uint64
 	fixesDeferred  atomic.Uint64
 	fixesDropped   atomic.Uint64
+	fpCached       atomic.Uint64 // false positives put in the cache (fpcache.go)
+	fpSet          atomic.Pointer[fpSet]
 	lastAdaptErr   atomic.Pointer[error]
 	savedAdapt     atomic.Uint64
 	savedFPs       atomic.Uint64
@@ -135,6 +139,9 @@ func (t *tableFilter) load(file vfs.File, filters []psst.NamedBlockHandle) error
 	if af, ok := f.(filterpolicy.AdaptiveFilter); ok {
 		t.adaptive = af
 		t.loadState()
+		if t.cacheFPs {
+			t.fpCache.capacity = fpCacheEntries(hdr.NumKeys)
+		}
 	}
 	return nil
 }
@@ -145,10 +152,11 @@ func (t *tableFilter) metrics(m *Metrics) {
 	m.AdaptErrors = t.adaptErrors.Load()
 	m.FixesDeferred = t.fixesDeferred.Load()
 	m.FixesDropped = t.fixesDropped.Load()
+	m.FalsePositivesCached = t.fpCached.Load()
 	m.PreAdaptations = t.preAdaptations.Load()
 	m.PreAdaptChecks = t.preAdaptChecks.Load()
 	if t.filter != nil {
-		m.FilterBytes = uint64(t.filter.SizeBytes())
+		m.FilterBytes = uint64(t.filter.SizeBytes() + t.fpCacheBytes())
 		m.FilterKeys = t.hdr.NumKeys
 	}
 	if t.adaptive != nil {
@@ -162,13 +170,18 @@ func (t *tableFilter) metrics(m *Metrics) {
 // falsePositive handles a lookup the filter answered "maybe" that found
 // no version of key: an adaptive filter fixes it, now or through
 // ReaderOptions.QueueFix (errors are counted; the lookup's answer stays
-// right either way).
+// right either way), or, when ReaderOptions.FixFalsePositive holds the
+// fix back, the false-positive cache takes the key (if it is on).
 func (r *Reader) falsePositive(key []byte) {
 	t := &r.tableFilter
 	if t.adaptive == nil {
 		return
 	}
 	if t.fixGate != nil && !t.fixGate(key) {
+		if t.fpCache.capacity > 0 {
+			t.cacheFalsePositive(key)
+			return
+		}
 		t.fixesDeferred.Add(1)
 		return
 	}

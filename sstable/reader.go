@@ -71,6 +71,14 @@ type ReaderOptions struct {
 	// RemoteCache, if set, keeps the remote chunks fixes read, shared
 	// with other readers: a fix whose chunks are cached reads no file.
 	RemoteCache *filterpolicy.RemoteCache
+	// CacheFalsePositives gives an adaptive filter a cache of false
+	// positives (fpcache.go): a false positive FixFalsePositive holds back
+	// is remembered, and the key's next lookups in this table answer
+	// absent without a probe, until the cache (about 1 bit per table key,
+	// first in first out) lets it go. The cache's memory counts in
+	// Metrics.FilterBytes. It needs FixFalsePositive (without it every
+	// false positive is fixed).
+	CacheFalsePositives bool
 }
 
 // Metrics are a Reader's counters (monotonic since Open).
@@ -104,6 +112,13 @@ type Metrics struct {
 	// FixesDropped counts false positives whose fix ReaderOptions.QueueFix
 	// did not take.
 	FixesDropped uint64
+	// FalsePositivesCached counts false positives the false-positive
+	// cache took instead of a fix (ReaderOptions.CacheFalsePositives).
+	FalsePositivesCached uint64
+	// CachedNegatives counts lookups the filter passed that the
+	// false-positive cache answered absent, without a probe (also counted
+	// in FilterNegatives).
+	CachedNegatives uint64
 	// PreAdaptations counts false positives fixed by PreAdapt (known
 	// negatives checked before the table was published), apart from
 	// Adaptations, which counts the read path's.
@@ -171,9 +186,10 @@ const cacheLine = 64
 type readShard struct {
 	inFlight        atomic.Int64
 	filterNegatives atomic.Uint64
+	cachedNegatives atomic.Uint64
 	fpProbes        atomic.Uint64
 	tpProbes        atomic.Uint64
-	_               [cacheLine - 4*8]byte
+	_               [cacheLine - 5*8]byte
 }
 
 // maxReadShards bounds the stripes per Reader (64 bytes each).
@@ -365,7 +381,7 @@ func (r *Reader) loadFilter() error {
 	}
 	r.tableFilter = tableFilter{fs: r.fs, path: r.path, statePath: r.opts.StatePath,
 		stateReadOnly: r.opts.StateReadOnly, tableSize: r.tableSize, fixGate: r.opts.FixFalsePositive,
-		remoteCache: r.opts.RemoteCache}
+		remoteCache: r.opts.RemoteCache, cacheFPs: r.opts.CacheFalsePositives && r.opts.FixFalsePositive != nil}
 	return r.tableFilter.load(r.file, layout.Filter)
 }
 
@@ -399,6 +415,11 @@ func (r *Reader) GetVersion(userKey []byte, seq uint64) (value []byte, kind Kind
 	defer r.exit(sh)
 	if r.filter != nil && !r.filter.MayContain(userKey) {
 		sh.filterNegatives.Add(1)
+		return nil, 0, 0, false, nil
+	}
+	if r.cachedAbsent(userKey) {
+		sh.filterNegatives.Add(1)
+		sh.cachedNegatives.Add(1)
 		return nil, 0, 0, false, nil
 	}
 	it, err := r.newIter()
@@ -477,6 +498,7 @@ func (r *Reader) Metrics() Metrics {
 	for i := range r.shards {
 		s := &r.shards[i]
 		m.FilterNegatives += s.filterNegatives.Load()
+		m.CachedNegatives += s.cachedNegatives.Load()
 		m.FalsePositiveProbes += s.fpProbes.Load()
 		m.TruePositiveProbes += s.tpProbes.Load()
 	}

@@ -80,7 +80,7 @@ func configRows(cfg StoreConfig) []configRow {
 }
 
 // fixRules are -fix's values.
-var fixRules = map[string]kv.FixRule{"auto": kv.FixAuto, "every": kv.FixEvery, "repeated": kv.FixRepeated}
+var fixRules = map[string]kv.FixRule{"auto": kv.FixAuto, "every": kv.FixEvery, "repeated": kv.FixRepeated, "cached": kv.FixCached}
 
 func fixRuleText(r kv.FixRule, inline bool) string {
 	which, when := "every one", "in the background"
@@ -89,6 +89,8 @@ func fixRuleText(r kv.FixRule, inline bool) string {
 		which = "every one while absent keys repeat, else those of keys asked before (FixAuto)"
 	case kv.FixRepeated:
 		which = "those of keys asked before (FixRepeated)"
+	case kv.FixCached:
+		which = "those of keys asked before, the others cached per table (FixCached)"
 	}
 	if inline {
 		when = "by the Get"

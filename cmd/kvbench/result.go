@@ -37,28 +37,29 @@ type Result struct {
 	P999us    float64 `json:"p999_us"`
 
 	// Store counters: deltas over the run phase.
-	Gets                uint64   `json:"gets"`
-	FilterChecks        uint64   `json:"filter_checks"`
-	FilterNegatives     uint64   `json:"filter_negatives"`
-	FilterMaybes        uint64   `json:"filter_maybes"`     // table probes: the filters' "maybe" answers and unfiltered probes
-	UnfilteredProbes    uint64   `json:"unfiltered_probes"` // table probes made without a filter (Pebble's DB.Get in L6)
-	FalsePositiveProbes *uint64  `json:"false_positive_probes"`
-	TruePositiveProbes  *uint64  `json:"true_positive_probes"`
-	DataBlockReads      *uint64  `json:"data_block_reads"`
-	Adaptations         *uint64  `json:"adaptations"`
-	FixesDeferred       *uint64  `json:"fixes_deferred"`
-	FixesDropped        *uint64  `json:"fixes_dropped"`
-	Rebuilds            *uint64  `json:"rebuilds"`
-	RemoteReads         *uint64  `json:"remote_reads"`
-	RemoteCacheHits     *uint64  `json:"remote_cache_hits"`
-	FilterBitsPerKey    float64  `json:"filter_bits_per_key"` // in memory, per table entry (the store's figure)
-	FilterMemoryBytes   uint64   `json:"filter_memory_bytes"`
-	BitsPerKey          float64  `json:"bits_per_key"` // filter memory bits per stored key (records loaded + inserted)
-	TablesPerLevel      [7]int   `json:"tables_per_level"`
-	ProbesPerGet        float64  `json:"probes_per_get"` // table probes (filter "maybe") per Get: read amplification
-	FPProbesPer1kGets   *float64 `json:"fp_probes_per_1k_gets"`
-	FPProbesPer1kChecks *float64 `json:"fp_probes_per_1k_checks"` // per table considered (filter checks and unfiltered probes): comparable across tree shapes
-	DataBlockReadsPer   *float64 `json:"data_block_reads_per_get"`
+	Gets                 uint64   `json:"gets"`
+	FilterChecks         uint64   `json:"filter_checks"`
+	FilterNegatives      uint64   `json:"filter_negatives"`
+	FilterMaybes         uint64   `json:"filter_maybes"`     // table probes: the filters' "maybe" answers and unfiltered probes
+	UnfilteredProbes     uint64   `json:"unfiltered_probes"` // table probes made without a filter (Pebble's DB.Get in L6)
+	FalsePositiveProbes  *uint64  `json:"false_positive_probes"`
+	TruePositiveProbes   *uint64  `json:"true_positive_probes"`
+	DataBlockReads       *uint64  `json:"data_block_reads"`
+	Adaptations          *uint64  `json:"adaptations"`
+	FixesDeferred        *uint64  `json:"fixes_deferred"`
+	FixesDropped         *uint64  `json:"fixes_dropped"`
+	FalsePositivesCached *uint64  `json:"false_positives_cached"`
+	Rebuilds             *uint64  `json:"rebuilds"`
+	RemoteReads          *uint64  `json:"remote_reads"`
+	RemoteCacheHits      *uint64  `json:"remote_cache_hits"`
+	FilterBitsPerKey     float64  `json:"filter_bits_per_key"` // in memory, per table entry (the store's figure)
+	FilterMemoryBytes    uint64   `json:"filter_memory_bytes"`
+	BitsPerKey           float64  `json:"bits_per_key"` // filter memory bits per stored key (records loaded + inserted)
+	TablesPerLevel       [7]int   `json:"tables_per_level"`
+	ProbesPerGet         float64  `json:"probes_per_get"` // table probes (filter "maybe") per Get: read amplification
+	FPProbesPer1kGets    *float64 `json:"fp_probes_per_1k_gets"`
+	FPProbesPer1kChecks  *float64 `json:"fp_probes_per_1k_checks"` // per table considered (filter checks and unfiltered probes): comparable across tree shapes
+	DataBlockReadsPer    *float64 `json:"data_block_reads_per_get"`
 	// Reads of table files (device reads with -direct), Gets' and
 	// compactions' alike, and the bytes they read.
 	TableReads          *uint64  `json:"table_reads"`
@@ -140,6 +141,7 @@ func fillCounters(res *Result, d Counters, cal calibration) {
 		res.Adaptations = u64p(d.Adaptations)
 		res.FixesDeferred = u64p(d.FixesDeferred)
 		res.FixesDropped = u64p(d.FixesDropped)
+		res.FalsePositivesCached = u64p(d.FalsePositivesCached)
 		res.Rebuilds = u64p(d.Rebuilds)
 		res.RemoteReads = u64p(d.RemoteReads)
 		res.RemoteCacheHits = u64p(d.RemoteCacheHits)

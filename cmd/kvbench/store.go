@@ -53,12 +53,15 @@ type Counters struct {
 	Adaptations        uint64
 	FixesDeferred      uint64 // false positives left unfixed (kv.Options.FixRule)
 	FixesDropped       uint64 // fixes the background queue did not take (kv.Options.FixInline)
-	Rebuilds           uint64
-	RemoteReads        uint64
-	RemoteCacheHits    uint64  // remote chunks the remote cache served (kv.Options.RemoteCacheSize)
-	FilterBitsPerKey   float64 // in-memory filter bits per table entry
-	FilterMemoryBytes  uint64
-	Files              [7]int // tables per level
+	// FalsePositivesCached are false positives the tables' caches took
+	// instead of a fix (kv.FixCached).
+	FalsePositivesCached uint64
+	Rebuilds             uint64
+	RemoteReads          uint64
+	RemoteCacheHits      uint64  // remote chunks the remote cache served (kv.Options.RemoteCacheSize)
+	FilterBitsPerKey     float64 // in-memory filter bits per table entry
+	FilterMemoryBytes    uint64
+	Files                [7]int // tables per level
 	// MemTableBytes is the memory the store's memtables hold now (a gauge).
 	MemTableBytes uint64
 	// TableReads and TableReadBytes count the reads of table files (Gets,
@@ -122,6 +125,7 @@ func (c Counters) Sub(before Counters) Counters {
 	d.Adaptations -= before.Adaptations
 	d.FixesDeferred -= before.FixesDeferred
 	d.FixesDropped -= before.FixesDropped
+	d.FalsePositivesCached -= before.FalsePositivesCached
 	d.Rebuilds -= before.Rebuilds
 	d.RemoteReads -= before.RemoteReads
 	d.RemoteCacheHits -= before.RemoteCacheHits

@@ -1,0 +1,151 @@
+package sstable
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+)
+
+// fpCacheReader opens a table of n keys written with policy, with the
+// false-positive cache on and a gate that lets no fix through.
+func fpCacheReader(t *testing.T, policy string, n int) *Reader {
+	fs := vfs.NewMem()
+	writeTable(t, fs, "t.sst", mustPolicy(t, policy, 21), n)
+	r, err := Open(fs, "t.sst", ReaderOptions{CacheFalsePositives: true, FixFalsePositive: func([]byte) bool { return false }})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+// askAbsentKeys looks up absent keys [lo, hi) and returns those that were
+// false positives (a probe that found nothing).
+func askAbsentKeys(t *testing.T, r *Reader, lo, hi int) (fps []int) {
+	for i := lo; i < hi; i++ {
+		before := r.Metrics().FalsePositiveProbes
+		_, found, err := r.Get(absentKey(i))
+		require.NoError(t, err)
+		require.False(t, found)
+		if r.Metrics().FalsePositiveProbes > before {
+			fps = append(fps, i)
+		}
+	}
+	return fps
+}
+
+// TestFalsePositiveCache: with CacheFalsePositives a false positive the
+// gate holds back enters the table's cache, and the key's next lookups
+// answer absent without a probe (no fix, no remote read); the cache's
+// memory counts in FilterBytes; every stored key is still found, for
+// every adaptive kind.
+func TestFalsePositiveCache(t *testing.T) {
+	const n, absent = 100_000, 20_000
+	for _, name := range adaptivePolicies(t) {
+		t.Run(name, func(t *testing.T) {
+			r := fpCacheReader(t, name, n)
+			bytesBefore := r.Metrics().FilterBytes
+			fps := askAbsentKeys(t, r, 0, absent)
+			require.NotEmpty(t, fps)
+			require.LessOrEqual(t, len(fps), fpCacheEntries(n), "the test wants every false positive cached")
+			m := r.Metrics()
+			require.Equal(t, uint64(len(fps)), m.FalsePositivesCached)
+			require.Zero(t, m.FixesDeferred, "cached, not deferred")
+			require.Zero(t, m.Adaptations)
+			require.Zero(t, m.RemoteReads)
+			require.Greater(t, m.FilterBytes, bytesBefore, "the cache's memory counts")
+
+			require.Empty(t, askAbsentKeys(t, r, 0, absent), "cached: no probe again")
+			m2 := r.Metrics()
+			require.Equal(t, uint64(len(fps)), m2.CachedNegatives)
+			require.Equal(t, m.FilterNegatives+uint64(absent), m2.FilterNegatives, "a cached answer is a negative")
+			require.Equal(t, m2.FilterChecks, m2.FilterNegatives+m2.FalsePositiveProbes+m2.TruePositiveProbes)
+			for i := range n {
+				_, found, err := r.Get(storedKey(i))
+				require.NoError(t, err)
+				require.True(t, found, "no false negative: key %d", i)
+			}
+		})
+	}
+}
+
+// TestFalsePositiveCacheFIFO: a full cache lets its oldest key go: after
+// more false positives than it holds, the last ones asked are cached and
+// the earlier ones are false positives again.
+func TestFalsePositiveCacheFIFO(t *testing.T) {
+	const n, absent = 20_000, 200_000
+	r := fpCacheReader(t, "aprefix", n)
+	capacity := fpCacheEntries(n)
+	fps := askAbsentKeys(t, r, 0, absent)
+	require.Greater(t, len(fps), 2*capacity, "the test wants the cache overflowed")
+	require.Equal(t, uint64(len(fps)), r.Metrics().FalsePositivesCached)
+	kept := fps[len(fps)-capacity:]
+	for _, i := range kept {
+		require.Empty(t, askAbsentKeys(t, r, i, i+1), "among the newest %d: cached", capacity)
+	}
+	gone := fps[:len(fps)-capacity]
+	require.Len(t, askAbsentKeys(t, r, gone[0], gone[0]+1), 1, "the oldest: let go, a false positive again")
+}
+
+// TestFalsePositiveCacheOff: without a gate every false positive is fixed
+// and nothing is cached; a static filter caches nothing either.
+func TestFalsePositiveCacheOff(t *testing.T) {
+	const n, absent = 20_000, 20_000
+	fs := vfs.NewMem()
+	writeTable(t, fs, "a.sst", mustPolicy(t, "aprefix", 3), n)
+	writeTable(t, fs, "b.sst", mustPolicy(t, "bloom", 3), n)
+	a, err := Open(fs, "a.sst", ReaderOptions{CacheFalsePositives: true})
+	require.NoError(t, err)
+	defer a.Close()
+	require.NotEmpty(t, askAbsentKeys(t, a, 0, absent))
+	require.Zero(t, a.Metrics().FalsePositivesCached)
+	require.Positive(t, a.Metrics().Adaptations)
+
+	b, err := Open(fs, "b.sst", ReaderOptions{CacheFalsePositives: true, FixFalsePositive: func([]byte) bool { return false }})
+	require.NoError(t, err)
+	defer b.Close()
+	fps := askAbsentKeys(t, b, 0, absent)
+	require.NotEmpty(t, fps)
+	require.Len(t, askAbsentKeys(t, b, 0, absent), len(fps), "a static filter: the same false positives")
+	require.Zero(t, b.Metrics().FalsePositivesCached)
+}
+
+// TestFalsePositiveCacheConcurrent: lookups of stored and absent keys on
+// several goroutines while the cache fills and lets keys go; no stored key
+// is ever missed (run with -race).
+func TestFalsePositiveCacheConcurrent(t *testing.T) {
+	n, absent := 100_000, 100_000
+	if testing.Short() {
+		n, absent = 20_000, 40_000
+	}
+	r := fpCacheReader(t, "aprefix", n)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < max(n, absent); i += 4 {
+				if i < n {
+					_, found, err := r.Get(storedKey(i))
+					if err != nil || !found {
+						t.Errorf("stored key %d: found %v, %v", i, found, err)
+						return
+					}
+				}
+				if i < absent {
+					if _, found, err := r.Get(absentKey(i)); err != nil || found {
+						t.Errorf("absent key %d: found %v, %v", i, found, err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Positive(t, r.Metrics().FalsePositivesCached)
+	for i := range n {
+		_, found, err := r.Get(storedKey(i))
+		require.NoError(t, err)
+		require.True(t, found, "no false negative: key %d", i)
+	}
+}
