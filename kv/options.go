@@ -182,8 +182,9 @@ type Options struct {
 	// they repeat, its wasted probes cost more than the fixes it spares
 	// (figures in docs/BENCHMARKS.md). FixCached fixes the false positives
 	// of keys the record holds and puts the others in a cache of false
-	// positives kept per table (at most one key per 512 table keys, first
-	// in first out; its memory counts as filter memory), so a key that
+	// positives kept per table (about one key per 512 table keys, the
+	// oldest of a set of 8 leaving first; its memory counts as filter
+	// memory), so a key that
 	// comes back costs no probe while the cache holds it, and is fixed
 	// when it comes back after; for cold storage, where each fix is a
 	// device read (in memory FixEvery is faster). With the record off

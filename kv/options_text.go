@@ -13,7 +13,7 @@ import (
 // fixRuleNames are FixRule's names in text.
 var fixRuleNames = [...]string{FixEvery: "every", FixRepeated: "repeated", FixAuto: "auto", FixCached: "cached"}
 
-// String names the rule ("every", "repeated", "auto").
+// String names the rule ("every", "repeated", "auto", "cached").
 func (r FixRule) String() string {
 	if int(r) < len(fixRuleNames) {
 		return fixRuleNames[r]

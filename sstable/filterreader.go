@@ -49,7 +49,6 @@ type tableFilter struct {
 	fixesDeferred  atomic.Uint64
 	fixesDropped   atomic.Uint64
 	fpCached       atomic.Uint64 // false positives put in the cache (fpcache.go)
-	fpSet          atomic.Pointer[fpSet]
 	lastAdaptErr   atomic.Pointer[error]
 	savedAdapt     atomic.Uint64
 	savedFPs       atomic.Uint64

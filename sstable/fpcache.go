@@ -1,6 +1,11 @@
 package sstable
 
-import "sync"
+import (
+	"hash/maphash"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+)
 
 // The false-positive cache: an adaptive filter's first answer to a false
 // positive, before (or instead of) a fix. A fix reads the table's remote
@@ -10,9 +15,8 @@ import "sync"
 // read, and a key that never comes back cost an entry, not a read. The
 // entries are the keys themselves, not hashes: a lookup the cache answers
 // is one a probe of this (immutable) table answered absent before, so the
-// cache adds no false negative. It holds at most fpCacheEntries(keys)
-// keys, first in first out; a key that comes back after the cache let it
-// go is a false positive again, and ReaderOptions.FixFalsePositive
+// cache adds no false negative. A key that comes back after the cache let
+// it go is a false positive again, and ReaderOptions.FixFalsePositive
 // decides whether the filter is fixed then (kv's FixCached fixes keys the
 // store's known-negative record holds: asked before). The cache is the
 // broom filter paper's cache-augmented filter (its introduction: false
@@ -20,81 +24,102 @@ import "sync"
 // positive is not evicted from the cache") put in front of the adaptive
 // fix, a ski-rental: rent a cache entry for every false positive, buy the
 // fix for the keys that outlast it.
+//
+// Layout: sets of fpWays slots, a key's set chosen by its hash; within a
+// set the oldest key leaves first. A slot is an atomic pointer to its key,
+// so a lookup (after the filter's "maybe") hashes the key and compares it
+// with at most fpWays keys, with no lock; insertions (false positives,
+// rare next to lookups) take a mutex and cost O(1) whatever the table's
+// size. The slots are allocated at the table's first cached false
+// positive.
 
-// fpCacheKeysPer is the table keys per cache entry (at least
-// fpCacheMinEntries entries a table): about 1 bit per table key, with
-// 16-byte keys, when the cache is full (an entry takes about 64 bytes:
-// the key, its map slot and its place in the eviction order).
+// fpCacheKeysPer is the table keys per cache slot (at least
+// fpCacheMinEntries slots a table): about 1 bit per table key, with
+// 16-byte keys, when every slot holds a key (a slot takes its pointer,
+// the key's string header and the key's bytes, about 48 bytes beyond
+// them in all with allocation overhead).
 const (
 	fpCacheKeysPer    = 512
 	fpCacheMinEntries = 16
 	fpCacheEntryBytes = 48 // beyond the key's bytes
+	fpWays            = 8
 )
 
-// fpCacheEntries is the capacity of the cache of a table of n keys.
+// fpCacheEntries is the capacity of the cache of a table of n keys: a
+// power-of-two number of sets of fpWays slots.
 func fpCacheEntries(n uint64) int {
-	return max(fpCacheMinEntries, int(min(n/fpCacheKeysPer, 1<<20)))
+	want := max(fpCacheMinEntries, int(min(n/fpCacheKeysPer, 1<<20)))
+	sets := 1 << bits.Len(uint(want/fpWays-1))
+	return sets * fpWays
 }
 
-// fpSet is one published state of a table's cache: immutable once
-// published, replaced whole (copy on write) by each insertion, so that
-// lookups read it without a lock. Insertions are false positives, rare
-// next to lookups, and a set holds at most fpCacheEntries keys.
-type fpSet struct {
-	keys  map[string]struct{}
-	order []string // oldest first
-	bytes int
-}
-
-func (s *fpSet) has(key []byte) bool {
-	_, ok := s.keys[string(key)]
-	return ok
-}
-
-// fpCache is a Reader's false-positive cache (zero capacity: off).
+// fpCache is a Reader's false-positive cache (capacity 0: off).
 type fpCache struct {
 	capacity int
-	mu       sync.Mutex // serializes insertions
+	slots    atomic.Pointer[[]atomic.Pointer[string]] // nil until the first insertion
+	seed     maphash.Seed
+	mu       sync.Mutex // serializes insertions; guards next
+	next     []uint8    // per set, the slot the next insertion takes
+	bytes    atomic.Int64
+}
+
+// set returns the index of key's set.
+func (c *fpCache) set(key []byte) int {
+	return int(maphash.Bytes(c.seed, key) & uint64(c.capacity/fpWays-1))
+}
+
+// has reports whether the cache holds key.
+func (c *fpCache) has(key []byte) bool {
+	p := c.slots.Load()
+	if p == nil {
+		return false
+	}
+	s := (*p)[c.set(key)*fpWays:][:fpWays]
+	for i := range s {
+		if k := s[i].Load(); k != nil && *k == string(key) {
+			return true
+		}
+	}
+	return false
+}
+
+// add puts key in its set, in place of the set's oldest key if it is
+// full; it reports false if key was there already.
+func (c *fpCache) add(key []byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.slots.Load()
+	if p == nil {
+		s := make([]atomic.Pointer[string], c.capacity)
+		c.seed = maphash.MakeSeed()
+		c.next = make([]uint8, c.capacity/fpWays)
+		c.bytes.Store(int64(8*c.capacity + len(c.next)))
+		c.slots.Store(&s)
+		p = &s
+	} else if c.has(key) {
+		return false
+	}
+	set := c.set(key)
+	slot := &(*p)[set*fpWays+int(c.next[set])]
+	c.next[set] = uint8((int(c.next[set]) + 1) % fpWays)
+	k := string(key)
+	if old := slot.Load(); old != nil {
+		c.bytes.Add(-int64(len(*old) + fpCacheEntryBytes))
+	}
+	slot.Store(&k)
+	c.bytes.Add(int64(len(k) + fpCacheEntryBytes))
+	return true
 }
 
 // cachedAbsent reports whether the table's false-positive cache holds key.
-func (t *tableFilter) cachedAbsent(key []byte) bool {
-	s := t.fpSet.Load()
-	return s != nil && s.has(key)
-}
+func (t *tableFilter) cachedAbsent(key []byte) bool { return t.fpCache.has(key) }
 
-// cacheFalsePositive adds key, a false positive, to the table's cache,
-// letting the oldest entry go when it is full.
+// cacheFalsePositive adds key, a false positive, to the table's cache.
 func (t *tableFilter) cacheFalsePositive(key []byte) {
-	c := &t.fpCache
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := t.fpSet.Load()
-	if old != nil && old.has(key) {
-		return
+	if t.fpCache.add(key) {
+		t.fpCached.Add(1)
 	}
-	n := &fpSet{keys: make(map[string]struct{}, c.capacity)}
-	if old != nil {
-		n.order = make([]string, 0, min(len(old.order)+1, c.capacity))
-		drop := max(len(old.order)+1-c.capacity, 0)
-		for _, k := range old.order[drop:] {
-			n.keys[k] = struct{}{}
-			n.order = append(n.order, k)
-			n.bytes += len(k) + fpCacheEntryBytes
-		}
-	}
-	k := string(key)
-	n.keys[k] = struct{}{}
-	n.order = append(n.order, k)
-	n.bytes += len(k) + fpCacheEntryBytes
-	t.fpSet.Store(n)
-	t.fpCached.Add(1)
 }
 
 // fpCacheBytes is the cache's memory (an estimate).
-func (t *tableFilter) fpCacheBytes() int {
-	if s := t.fpSet.Load(); s != nil {
-		return s.bytes
-	}
-	return 0
-}
+func (t *tableFilter) fpCacheBytes() int { return int(t.fpCache.bytes.Load()) }

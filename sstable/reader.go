@@ -75,7 +75,7 @@ type ReaderOptions struct {
 	// positives (fpcache.go): a false positive FixFalsePositive holds back
 	// is remembered, and the key's next lookups in this table answer
 	// absent without a probe, until the cache (about 1 bit per table key,
-	// first in first out) lets it go. The cache's memory counts in
+	// the oldest of a set of 8 keys leaving first) lets it go. The cache's memory counts in
 	// Metrics.FilterBytes. It needs FixFalsePositive (without it every
 	// false positive is fixed).
 	CacheFalsePositives bool
