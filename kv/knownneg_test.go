@@ -295,7 +295,9 @@ func TestFixRepeated(t *testing.T) {
 	require.Equal(t, first, m.FixesDeferred+m.Adaptations)
 	second := askAbsent(t, db, absent)
 	m2 := db.Metrics()
-	require.Equal(t, first-m.Adaptations, second, "the filters did not change: the same false positives")
+	// Nearly the same false positives: round one's few fixes took some away
+	// (and a taf fix may make a new one).
+	require.InDelta(t, first-m.Adaptations, second, float64(first)/10, "the filters barely changed")
 	require.GreaterOrEqual(t, (m2.Adaptations-m.Adaptations)*20, second*19, "second sight: fixed")
 	require.LessOrEqual(t, askAbsent(t, db, absent), first/20, "asked 3 times: fixed")
 	for i := 0; i < present; i += 3 {
