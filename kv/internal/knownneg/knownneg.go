@@ -124,6 +124,7 @@ type Sketch struct {
 	// Snapshot keeps the entries whose slot still holds their key and
 	// merges in the changed slots: a pass over the keys, not a sort.
 	sorted  []slotKey
+	spare   []slotKey // the sorted before last, whose array the next Snapshot reuses
 	dirty   []int32
 	rebuild bool // dirty overflowed: the next Snapshot starts over
 	// last is the last Snapshot, reused while no key changed and the
@@ -438,7 +439,10 @@ func (s *Sketch) Snapshot() List {
 	// Merge the entries whose slot still holds their key (the same
 	// string: a replaced slot holds a new one) with the changed slots. The
 	// two are disjoint: a changed slot's key is new.
-	merged := make([]slotKey, 0, s.held.Load())
+	merged := s.spare[:0]
+	if n := int(s.held.Load()); cap(merged) < n {
+		merged = make([]slotKey, 0, n+n/8)
+	}
 	c := 0
 	for _, e := range s.sorted {
 		cur := s.keys[e.slot]
@@ -452,7 +456,7 @@ func (s *Sketch) Snapshot() List {
 		merged = append(merged, e)
 	}
 	merged = append(merged, changed[c:]...)
-	s.sorted = merged
+	s.sorted, s.spare = merged, s.sorted
 
 	l := make(List, 0, len(merged))
 	for _, e := range merged {
