@@ -214,10 +214,17 @@ func (s *Sketch) Record(key []byte) {
 	if e := s.sampling.MissEvery; e > 1 && uint32(r>>32)%e != 0 {
 		return
 	}
+	s.takeMiss(h, key)
+}
+
+// takeMiss gives key (hash h), which the sketch does not hold, a slot
+// with the weight of one counted miss, unless another goroutine holds the
+// lock (then the miss is dropped, as a sampled-out one is).
+func (s *Sketch) takeMiss(h uint64, key []byte) {
 	if !s.mu.TryLock() {
 		return
 	}
-	weight := uint64(every * s.sampling.MissEvery)
+	weight := uint64(s.sampling.Every * s.sampling.MissEvery)
 	s.insertLocked(h, key, weight, true)
 	s.missed.Add(weight)
 	s.mu.Unlock()
@@ -226,8 +233,10 @@ func (s *Sketch) Record(key []byte) {
 
 // Contains reports whether the sketch holds key (a tag match: a key it
 // does not hold matches with odds of about ways in 2^31).
-func (s *Sketch) Contains(key []byte) bool {
-	h := hash(s.seed, key)
+func (s *Sketch) Contains(key []byte) bool { return s.holds(hash(s.seed, key)) }
+
+// holds reports whether the sketch holds the key of hash h.
+func (s *Sketch) holds(h uint64) bool {
 	tags := &s.tags[h&s.setMask]
 	tag := uint32(h>>32) | 1
 	for w := range ways {
@@ -246,16 +255,11 @@ func (s *Sketch) Contains(key []byte) bool {
 // with probability 1/Every). Called on false positives only: rare, so
 // taking the lock costs nothing the absent-Get path feels.
 func (s *Sketch) Seen(key []byte) bool {
-	if s.Contains(key) {
+	h := hash(s.seed, key)
+	if s.holds(h) {
 		return true
 	}
-	if s.mu.TryLock() {
-		weight := uint64(s.sampling.Every * s.sampling.MissEvery)
-		s.insertLocked(hash(s.seed, key), key, weight, true)
-		s.missed.Add(weight)
-		s.mu.Unlock()
-		s.age(weight)
-	}
+	s.takeMiss(h, key)
 	return false
 }
 
