@@ -71,10 +71,11 @@ func (c *fpCache) set(key []byte) int {
 // has reports whether the cache holds key.
 func (c *fpCache) has(key []byte) bool {
 	p := c.slots.Load()
-	if p == nil {
-		return false
-	}
-	s := (*p)[c.set(key)*fpWays:][:fpWays]
+	return p != nil && inSet((*p)[c.set(key)*fpWays:][:fpWays], key)
+}
+
+// inSet reports whether one of a set's slots holds key.
+func inSet(s []atomic.Pointer[string], key []byte) bool {
 	for i := range s {
 		if k := s[i].Load(); k != nil && *k == string(key) {
 			return true
@@ -96,10 +97,11 @@ func (c *fpCache) add(key []byte) bool {
 		c.bytes.Store(int64(8*c.capacity + len(c.next)))
 		c.slots.Store(&s)
 		p = &s
-	} else if c.has(key) {
-		return false
 	}
 	set := c.set(key)
+	if inSet((*p)[set*fpWays:][:fpWays], key) {
+		return false
+	}
 	slot := &(*p)[set*fpWays+int(c.next[set])]
 	c.next[set] = uint8((int(c.next[set]) + 1) % fpWays)
 	k := string(key)
