@@ -89,6 +89,15 @@ type DB struct {
 	// walNext is the WAL being prepared for the next memtable (walnext.go);
 	// used only by the commit leader, and by Close after the last one.
 	walNext *walPrep
+	// walSwitch is the last WAL switch, whose second half may still run
+	// (walswitch.go): the WAL syncer, the next switch and Close wait for it.
+	walSwitch atomic.Pointer[walSwitch]
+	// walToFinish is a switch the commit leader made during its group: it
+	// finishes it once it has handed leadership on (commit).
+	walToFinish *walSwitch
+	// switchFinishing, if set (tests), is called as a switch's second
+	// half begins.
+	switchFinishing func()
 	// walNow mirrors wal for the WAL write-back goroutine of
 	// Options.WALBufferNoSync, which walKick wakes (see walWriteBackLoop).
 	walNow  atomic.Pointer[walWriter]
@@ -833,6 +842,7 @@ func (db *DB) Close() error {
 			err = e
 		}
 	}
+	keep(db.waitWALSwitch())
 	if db.wal != nil {
 		keep(db.wal.close())
 	}

@@ -18,7 +18,9 @@
 // Pebble), publishes them in order and wakes their writers, while the next
 // leader writes its group: no reader sees a Sync write before it is
 // durable, nor a later write before it. A memtable that reaches
-// Options.MemTableSize is switched for a new one with a new WAL and
+// Options.MemTableSize is switched for a new one with a new WAL (the
+// writer whose write filled it fsyncs the old WAL after it has handed
+// leadership on, so the other writers do not wait for that fsync) and
 // flushed to L0 tables in the background (while L0 is deep, together with
 // the next one: Options.MergeFlushL0Depth); writers
 // stall only while Options.MaxImmutableMemTables memtables wait (flushes
@@ -81,7 +83,16 @@
 // record says the file had been fsynced past it: recovery keeps every record
 // before it and drops the rest (the recovered data is flushed to a table,
 // a new manifest written, and only then a new WAL created and the old one
-// deleted, so a failed or interrupted recovery can be retried).
+// deleted, so a failed or interrupted recovery can be retried). Every WAL
+// a memtable switch creates begins with a switch record naming the WAL
+// before it and the offset where that one's records end: the old WAL is
+// fsynced while writes already go to the new one, so it may end in zeros
+// (a mapped WAL whose process died before the switch cut it), which is its
+// end, or a machine crash may have torn it before that offset, which is
+// tolerated like a torn tail when no later record says it was fsynced past
+// the tear: recovery keeps its records before the tear and drops the WALs
+// after it, whose writes were all NoSync (a Sync write waits for the
+// switch).
 // A bad last manifest record is a torn write only when nothing acted on it:
 // the state before it must still be on disk (the WAL it names, its tables),
 // since a durable edit deletes the WAL or tables it replaces; otherwise it
@@ -89,7 +100,8 @@
 // cut at a record boundary: the WAL it names is gone while a newer WAL is
 // there, which only a durable, now missing, edit leaves.
 // Any other bad record, a bad record in an older WAL (those are fsynced whole
-// before the next one starts), a malformed batch, a bad manifest record
+// before a Sync write or the next switch in the WAL after them; without a
+// switch record after them, before the next one started), a malformed batch, a bad manifest record
 // followed by valid ones, a missing table or a table that fails its
 // checksums is reported as an error wrapping ErrCorruption, never silently
 // dropped. (A flipped bit in the very last synced records of a WAL cannot be

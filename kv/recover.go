@@ -232,7 +232,26 @@ func (db *DB) replayWALs(wals []uint64) ([]*memtable.MemTable, error) {
 	}
 	mts := []*memtable.MemTable{memtable.New()}
 	for i, num := range wals {
-		_, err := replayWAL(fs, fs.PathJoin(dir, walFileName(num)), i >= newest, func(data []byte) error {
+		// The next WAL's switch record says where this one's records end
+		// (a WAL switch fsyncs the old WAL while writes go to the new
+		// one). A next WAL with data but no readable first record lost its
+		// start in a crash during the switch: this one may be torn as the
+		// newest is.
+		last, sealedAt := i >= newest, int64(-1)
+		if i < newest {
+			rec, err := firstRecord(fs, fs.PathJoin(dir, walFileName(wals[i+1])))
+			if err != nil {
+				return nil, err
+			}
+			if prev, end, ok := parseSwitchRecord(rec); ok && prev == num {
+				sealedAt = end
+			}
+			last = last || rec == nil
+		}
+		_, err := replayWAL(fs, fs.PathJoin(dir, walFileName(num)), last, sealedAt, func(data []byte) error {
+			if _, _, ok := parseSwitchRecord(data); ok {
+				return nil
+			}
 			mt := mts[len(mts)-1]
 			if mt.Size() >= int64(db.opts.MemTableSize) {
 				mt = memtable.New()
@@ -247,6 +266,9 @@ func (db *DB) replayWALs(wals []uint64) ([]*memtable.MemTable, error) {
 			})
 			return err
 		})
+		if errors.Is(err, errSwitchTorn) {
+			break // the WALs after it hold only later, unacknowledged writes
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -246,27 +246,81 @@ func (w *walWriter) close() error {
 	if w.closed {
 		return nil
 	}
+	err := w.seal()
+	if cerr := w.finish(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// seal ends the WAL's records: the framing's last record is complete and,
+// unless the WAL is mapped, handed to the OS. Nothing is synced: finish
+// does that, and may run on another goroutine once the commit leader has
+// moved on to the next WAL (see DB.rotateWAL). A sealed WAL takes no more
+// records; its size is where its records end.
+func (w *walWriter) seal() error {
 	w.closed = true
-	// A mapped WAL is synced once, after its zero tail is cut off: syncing
-	// before the cut would write the tail's pages (dirtied by populate) and
-	// convert their allocated blocks, only to free them.
-	err := w.flush(w.mapped == nil)
+	err := w.w.Flush() // record.Writer calls w.buf.Flush
 	if cerr := w.w.Close(); err == nil {
 		err = cerr
 	}
+	return err
+}
+
+// finish makes a sealed WAL durable and closes its file. A mapped WAL is
+// synced once, after its zero tail is cut off: syncing before the cut
+// would write the tail's pages (dirtied by populate) and convert their
+// allocated blocks, only to free them.
+func (w *walWriter) finish() error {
+	var err error
 	if w.mapped != nil {
 		// Unmap, cut the zero tail, and make the new size durable.
-		if cerr := w.mapped.unmap(); err == nil {
-			err = cerr
-		}
-		if cerr := w.f.Sync(); err == nil {
-			err = cerr
-		}
+		err = w.mapped.unmap()
+	}
+	if cerr := w.f.Sync(); err == nil {
+		err = cerr
 	}
 	if cerr := w.f.Close(); err == nil {
 		err = cerr
 	}
 	return err
+}
+
+// The switch record is the first record of every WAL a memtable switch
+// creates: it names the WAL before and the offset where that WAL's records
+// end (its size when sealed). The old WAL is fsynced on a goroutine of its
+// own while writes go to the new one (DB.rotateWAL), so after a machine
+// crash the old WAL may have lost its tail while the new one kept records;
+// recovery tells that from corruption by this record (see replayWAL). It
+// has a batch's header with no entries and sequence number 0 (no batch
+// has either), so replaying it applies nothing.
+const switchRecordLen = batchHeaderLen + 8 + 8 + 8
+
+var switchMagic = [8]byte{'W', 'A', 'L', 'S', 'W', 'I', 'T', 'C'}
+
+// switchRecord returns the switch record naming WAL prev, whose records end
+// at end.
+func switchRecord(prev uint64, end int64) []byte {
+	rec := make([]byte, switchRecordLen)
+	p := rec[batchHeaderLen:]
+	copy(p, switchMagic[:])
+	binary.LittleEndian.PutUint64(p[8:], prev)
+	binary.LittleEndian.PutUint64(p[16:], uint64(end))
+	return rec
+}
+
+// parseSwitchRecord reports whether rec is a switch record, and what it
+// says.
+func parseSwitchRecord(rec []byte) (prev uint64, end int64, ok bool) {
+	if len(rec) != switchRecordLen || binary.LittleEndian.Uint64(rec[8:16]) != 0 ||
+		binary.LittleEndian.Uint32(rec[16:20]) != 0 {
+		return 0, 0, false
+	}
+	p := rec[batchHeaderLen:]
+	if [8]byte(p[:8]) != switchMagic {
+		return 0, 0, false
+	}
+	return binary.LittleEndian.Uint64(p[8:]), int64(binary.LittleEndian.Uint64(p[16:])), true
 }
 
 // maxWALBufferKept is the largest buffer kept for reuse: a huge batch's
@@ -438,11 +492,22 @@ func laterSyncedRecord(data []byte, off int64, requireSynced bool) bool {
 // the replay. It is a torn tail, tolerated (the records from there on are
 // dropped), when the file is the newest WAL (newest: every later WAL is
 // empty) and no later valid record says the file had been fsynced past the
-// bad record; otherwise (an older WAL, which was fsynced whole before a
-// later one got a record, or a bad record inside the synced prefix) it is
-// corruption: an error wrapping ErrCorruption.
+// bad record. In an older WAL it depends on the next WAL's switch record
+// (sealedAt >= 0: where it says this WAL's records end):
+//   - at sealedAt, with no valid record after it, it is where the records
+//     end (a mapped WAL whose switch did not finish still has its zero
+//     tail);
+//   - before sealedAt, with no later record fsynced past it, the machine
+//     crashed before the switch had fsynced the WAL: errSwitchTorn (the
+//     records before the bad one count; the next WALs do not, since their
+//     writes came later and none was acknowledged durable: a Sync write
+//     waits for the switch). A file that ends before sealedAt is torn too.
+//
+// Anything else is corruption: an error wrapping ErrCorruption (an older
+// WAL without a switch record after it was fsynced whole before the next
+// one was named).
 // It returns the offset just past the last good record.
-func replayWAL(fs vfs.FS, path string, newest bool, fn func(data []byte) error) (good int64, err error) {
+func replayWAL(fs vfs.FS, path string, newest bool, sealedAt int64, fn func(data []byte) error) (good int64, err error) {
 	data, err := readFile(fs, path)
 	if err != nil {
 		return 0, err
@@ -454,18 +519,53 @@ func replayWAL(fs vfs.FS, path string, newest bool, fn func(data []byte) error) 
 		return nil
 	}, func(off int64, cause error) error {
 		good = off
-		if !newest || laterSyncedRecord(data, off, true) {
-			return fmt.Errorf("%w: WAL %s: bad record at offset %d: %v", ErrCorruption, path, off, cause)
+		switch {
+		case sealedAt >= 0 && off == sealedAt && !laterSyncedRecord(data, off, false):
+			return errSealedEnd
+		case sealedAt >= 0 && off < sealedAt && !laterSyncedRecord(data, off, true):
+			return errSwitchTorn
+		case sealedAt < 0 && newest && !laterSyncedRecord(data, off, true):
+			return errTornTail
 		}
-		return errTornTail
+		return fmt.Errorf("%w: WAL %s: bad record at offset %d: %v", ErrCorruption, path, off, cause)
 	})
-	if errors.Is(err, errTornTail) {
+	switch {
+	case errors.Is(err, errTornTail), errors.Is(err, errSealedEnd):
 		return good, nil
-	}
-	if err == nil {
+	case errors.Is(err, errSwitchTorn):
+		return good, err
+	case err == nil:
 		good = int64(len(data))
+		if sealedAt >= 0 && good < sealedAt {
+			return good, errSwitchTorn // the file lost its end
+		}
+		if sealedAt >= 0 && good > sealedAt {
+			return good, fmt.Errorf("%w: WAL %s: records to offset %d, past %d where the next WAL's switch record says they end",
+				ErrCorruption, path, good, sealedAt)
+		}
 	}
 	return good, err
+}
+
+var (
+	errSealedEnd  = errors.New("kv: the end of a sealed WAL")
+	errSwitchTorn = errors.New("kv: a WAL torn before its switch finished")
+)
+
+// firstRecord returns the first record of the WAL file at path, nil if it
+// has none it can read.
+func firstRecord(fs vfs.FS, path string) ([]byte, error) {
+	data, err := readFile(fs, path)
+	if err != nil {
+		return nil, err
+	}
+	var first []byte
+	errFound := errors.New("found")
+	_ = readLog(data, func(rec []byte) error {
+		first = rec
+		return errFound
+	}, func(int64, error) error { return errFound })
+	return first, nil
 }
 
 var errTornTail = errors.New("kv: torn tail")

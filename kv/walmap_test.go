@@ -83,7 +83,7 @@ func TestWALMappedSurvivesProcess(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, data[:end], closed[:end], "Close keeps every record")
 	require.NotZero(t, closed[len(closed)-1], "Close cut the zero tail")
-	good, err := replayWAL(vfs.Default, path, false, func([]byte) error { return nil })
+	good, err := replayWAL(vfs.Default, path, false, -1, func([]byte) error { return nil })
 	require.NoError(t, err, "a closed WAL reads to its end, even as an older WAL")
 	require.Equal(t, int64(len(closed)), good)
 }

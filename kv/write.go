@@ -174,6 +174,9 @@ func (db *DB) commit(req *commitReq) error {
 		queued = db.publishGroup(group, p)
 	}
 
+	switched := db.walToFinish
+	db.walToFinish = nil
+
 	db.commits.mu.Lock()
 	var next *commitReq
 	if len(db.commits.pending) > 0 {
@@ -188,10 +191,17 @@ func (db *DB) commit(req *commitReq) error {
 	if next != nil {
 		next.wake <- true
 	}
+	// A WAL switch this group made is finished once the next leader and
+	// the group's writers are on their way, off their path (see
+	// walswitch.go): the writer whose write filled the memtable pays for
+	// it.
 	if queued {
 		// The group, req included, belongs to the syncer now: it wakes
 		// every writer of it once the group is published or failed.
 		req.group = nil
+		if switched != nil {
+			switched.finish(db)
+		}
 		<-req.wake
 		return req.err
 	}
@@ -202,6 +212,9 @@ func (db *DB) commit(req *commitReq) error {
 	}
 	clear(group)
 	req.group = group[:0]
+	if switched != nil {
+		switched.finish(db)
+	}
 	return req.err
 }
 
@@ -390,6 +403,11 @@ func (db *DB) syncRound(round []syncGroup) error {
 	}
 	last := round[len(round)-1].end
 	if slices.ContainsFunc(round, func(g syncGroup) bool { return g.end.sync }) {
+		// The WAL before this one durable, and this one's name, first: a
+		// Sync write is durable with every write before it.
+		if err := db.waitWALSwitch(); err != nil {
+			return err
+		}
 		if err := last.wal.sync(); err != nil {
 			return db.setBGErr(fmt.Errorf("kv: WAL sync: %w", err))
 		}
@@ -439,29 +457,11 @@ func (db *DB) rotateMemtable() error {
 	if err != nil {
 		return err
 	}
-	// The old WAL is closed (fsynced whole; a mapped one cut to its records
-	// first, see walWriter.close) before the next one exists under a WAL's
-	// name (a prepared one is renamed only now, see newWAL), so recovery
-	// may treat a bad record in any WAL but the newest as corruption.
 	db.drainWALSyncs()
-	old := db.wal
-	if err := old.close(); err != nil {
-		return db.setBGErr(fmt.Errorf("kv: close WAL: %w", err))
-	}
 	num := db.allocFileNum()
-	reach := old.populateReach()
-	w, err := db.newWAL(num, reach)
-	if err != nil {
-		return db.setBGErr(fmt.Errorf("kv: create WAL: %w", err))
+	if err := db.rotateWAL(num); err != nil {
+		return err
 	}
-	if err := syncDir(db.fs, db.dir); err != nil {
-		w.close()
-		return db.setBGErr(fmt.Errorf("kv: sync dir: %w", err))
-	}
-	w.adoptBuffers(old)
-	db.wal = w
-	db.walNow.Store(w)
-	db.prepareWAL(reach)
 	db.mu.Lock()
 	db.mu.imm = append(slices.Clone(db.mu.imm), db.mu.mem)
 	db.mu.mem = &memEntry{mt: memtable.NewRecycled(db.memRecycler), walNum: num}

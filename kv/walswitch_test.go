@@ -1,0 +1,253 @@
+package kv
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+)
+
+// TestWALSwitchOffWritersPath holds a memtable switch's second half (the
+// old WAL's fsync) and checks, on the store's real directory (the WAL
+// mapped on Linux):
+//   - other writers go on writing meanwhile; a Sync write waits for it;
+//   - a copy of the directory taken then (what a killed process leaves:
+//     the old WAL not cut, not fsynced) opens with every acknowledged
+//     write, those in the new WAL included;
+//   - the same copy with the old WAL torn (a machine crash before its
+//     fsync) opens with a prefix of the old WAL's writes and none of the
+//     new WAL's.
+func TestWALSwitchOffWritersPath(t *testing.T) {
+	dir := t.TempDir()
+	release, flushes := make(chan struct{}), make(chan struct{})
+	var releaseOnce, flushOnce sync.Once
+	defer releaseOnce.Do(func() { close(release) })
+	defer flushOnce.Do(func() { close(flushes) })
+	db, err := Open(dir, &Options{MemTableSize: 64 << 10,
+		EventListener: &EventListener{FlushBegin: func(FlushInfo) { <-flushes }}})
+	require.NoError(t, err)
+	finishing := make(chan struct{})
+	var first sync.Once
+	db.switchFinishing = func() {
+		first.Do(func() {
+			close(finishing)
+			<-release
+		})
+	}
+
+	// Writer A writes until its write fills the memtable: it switches and
+	// is held in the switch's second half.
+	keyA := func(i int) []byte { return fmt.Appendf(nil, "a%06d", i) }
+	keyB := func(i int) []byte { return fmt.Appendf(nil, "b%06d", i) }
+	var acked atomic.Int64
+	aDone := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			if err := db.Set(keyA(i), crashValue(keyA(i)), NoSync); err != nil {
+				aDone <- err
+				return
+			}
+			acked.Store(int64(i + 1))
+			select {
+			case <-finishing:
+				aDone <- nil
+				return
+			default:
+			}
+		}
+	}()
+	select {
+	case <-finishing:
+	case err := <-aDone:
+		t.Fatalf("writer A stopped before a switch: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("no memtable switch")
+	}
+	// The others write on, into the new WAL.
+	const nb = 100
+	bDone := make(chan error, 1)
+	go func() {
+		for i := range nb {
+			if err := db.Set(keyB(i), crashValue(keyB(i)), NoSync); err != nil {
+				bDone <- err
+				return
+			}
+		}
+		bDone <- nil
+	}()
+	select {
+	case err := <-bDone:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the other writers wait for the switch")
+	}
+	// A Sync write is durable only with the old WAL: it waits.
+	syncDone := make(chan error, 1)
+	go func() { syncDone <- db.Set([]byte("s"), []byte("sync"), Sync) }()
+	select {
+	case err := <-syncDone:
+		t.Fatalf("a Sync write returned before the old WAL was fsynced (err %v)", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+
+	// A killed process leaves the files as they are.
+	killed := filepath.Join(t.TempDir(), "killed")
+	copyDir(t, dir, killed)
+	na := int(acked.Load())
+	wals := walNames(t, killed)
+	require.Len(t, wals, 2, "the old WAL and the new one")
+	db2, err := Open(killed, nil)
+	require.NoError(t, err)
+	for i := 0; i < na; i++ {
+		v, err := db2.Get(keyA(i))
+		require.NoError(t, err, "acknowledged key a%d lost", i)
+		require.Equal(t, crashValue(keyA(i)), v)
+	}
+	for i := range nb {
+		_, err := db2.Get(keyB(i))
+		require.NoError(t, err, "acknowledged key b%d (in the new WAL) lost", i)
+	}
+	require.NoError(t, db2.Close())
+
+	// A machine crash took the old WAL's end before the switch fsynced it.
+	for _, keep := range []float64{0.5, 0.99} {
+		torn := filepath.Join(t.TempDir(), "torn")
+		copyDir(t, dir, torn)
+		old := filepath.Join(torn, wals[0])
+		data, err := os.ReadFile(old)
+		require.NoError(t, err)
+		end := len(data)
+		for end > 0 && data[end-1] == 0 {
+			end-- // the zero tail of a mapped WAL
+		}
+		require.NoError(t, os.WriteFile(old, data[:int(float64(end)*keep)], 0o644))
+		db3, err := Open(torn, nil)
+		require.NoError(t, err, "a WAL torn before its switch finished is a crash, not corruption")
+		it, err := db3.NewIter(nil)
+		require.NoError(t, err)
+		var got []string
+		for ok := it.First(); ok; ok = it.Next() {
+			got = append(got, string(it.Key()))
+		}
+		require.NoError(t, it.Close())
+		require.NotEmpty(t, got)
+		require.Less(t, len(got), na, "keep %v: the torn end is gone", keep)
+		for i, k := range got {
+			require.Equal(t, string(keyA(i)), k, "keep %v: a prefix of the old WAL's writes, none of the new WAL's", keep)
+		}
+		require.NoError(t, db3.Close())
+	}
+
+	releaseOnce.Do(func() { close(release) })
+	flushOnce.Do(func() { close(flushes) })
+	require.NoError(t, <-aDone)
+	require.NoError(t, <-syncDone)
+	require.NoError(t, db.Close())
+}
+
+// TestReplaySealedWAL: replayWAL of a WAL whose end the next WAL's switch
+// record gives. Its zero tail (a mapped WAL not cut) is where it ends; a
+// file cut before that end is a WAL torn before its switch fsynced it
+// (errSwitchTorn, the records before the tear replayed); a bad record
+// that a later record says was fsynced, or a record after the sealed end,
+// is corruption.
+func TestReplaySealedWAL(t *testing.T) {
+	fs := vfs.NewMem()
+	w, err := createWAL(fs, "wal", 1, 0, false, 0)
+	require.NoError(t, err)
+	const n, syncedAfter = 200, 120
+	b := &Batch{}
+	for i := range n {
+		b.Reset()
+		require.NoError(t, b.Set(fmt.Appendf(nil, "k%04d", i), make([]byte, 100)))
+		require.NoError(t, w.add(b.data))
+		require.NoError(t, w.flush(i == syncedAfter))
+	}
+	require.NoError(t, w.seal())
+	end := w.size()
+	require.NoError(t, w.finish())
+	data, err := readFile(fs, "wal")
+	require.NoError(t, err)
+	require.Equal(t, int(end), len(data))
+
+	replay := func(content []byte, sealedAt int64) (int, error) {
+		rewriteFile(t, fs, "wal", slices.Clone(content)) // MemFS may scribble on what it was given (Pebble invariants)
+		count := 0
+		_, err := replayWAL(fs, "wal", false, sealedAt, func([]byte) error { count++; return nil })
+		return count, err
+	}
+	count, err := replay(data, end)
+	require.NoError(t, err)
+	require.Equal(t, n, count)
+	count, err = replay(append(slices.Clone(data), make([]byte, 8192)...), end)
+	require.NoError(t, err, "the zero tail of a WAL not cut")
+	require.Equal(t, n, count)
+	count, err = replay(data[:end-30], end)
+	require.ErrorIs(t, err, errSwitchTorn)
+	require.Equal(t, n-1, count)
+	_, err = replay(data, -1)
+	require.NoError(t, err, "a WAL read to its end")
+
+	// Inside the part a later record says was fsynced: corruption.
+	bad := slices.Clone(data)
+	bad[len(bad)/4] ^= 0x5a
+	_, err = replay(bad, end)
+	require.ErrorIs(t, err, ErrCorruption)
+	// Past the part known fsynced, a bad record may be a machine crash.
+	bad = slices.Clone(data)
+	bad[len(bad)*9/10] ^= 0x5a
+	_, err = replay(bad, end)
+	require.ErrorIs(t, err, errSwitchTorn)
+	// Records beyond the sealed end: not the WAL the switch record names.
+	_, err = replay(data, end/2)
+	require.ErrorIs(t, err, ErrCorruption)
+}
+
+// TestSwitchRecord: a switch record parses back and is no batch's record.
+func TestSwitchRecord(t *testing.T) {
+	prev, end, ok := parseSwitchRecord(switchRecord(42, 12345))
+	require.True(t, ok)
+	require.Equal(t, uint64(42), prev)
+	require.Equal(t, int64(12345), end)
+	b := &Batch{}
+	require.NoError(t, b.Set([]byte("k"), []byte("v")))
+	_, _, ok = parseSwitchRecord(b.data)
+	require.False(t, ok)
+	_, _, ok = parseSwitchRecord(make([]byte, switchRecordLen))
+	require.False(t, ok, "no magic")
+}
+
+func walNames(t *testing.T, dir string) []string {
+	names, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range names {
+		if strings.HasSuffix(e.Name(), ".log") {
+			out = append(out, e.Name())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func copyDir(t *testing.T, from, to string) {
+	require.NoError(t, os.MkdirAll(to, 0o755))
+	entries, err := os.ReadDir(from)
+	require.NoError(t, err)
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(from, e.Name()))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(to, e.Name()), data, 0o644))
+	}
+}
