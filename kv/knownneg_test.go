@@ -297,7 +297,13 @@ func TestFixRepeated(t *testing.T) {
 	m2 := db.Metrics()
 	// Nearly the same false positives: round one's few fixes took some away
 	// (and a taf fix may make a new one).
-	require.InDelta(t, first-m.Adaptations, second, float64(first)/10, "the filters barely changed")
+	state := func(m Metrics) string {
+		return fmt.Sprintf("{checks %d fp %d adapt %d rebuilds %d deferred %d dropped %d preadapt %d remote reads %d flushes %d compactions %d levels %v}",
+			m.FilterChecks, m.FalsePositiveProbes, m.Adaptations, m.Rebuilds, m.FixesDeferred, m.FixesDropped,
+			m.PreAdaptations, m.RemoteReads, m.Flushes, m.Compactions, m.Levels)
+	}
+	require.InDelta(t, first-m.Adaptations, second, float64(first)/10,
+		"the filters barely changed: after round one %s, after round two %s", state(m), state(m2))
 	require.GreaterOrEqual(t, (m2.Adaptations-m.Adaptations)*20, second*19, "second sight: fixed")
 	require.LessOrEqual(t, askAbsent(t, db, absent), first/20, "asked 3 times: fixed")
 	for i := 0; i < present; i += 3 {
