@@ -2,10 +2,7 @@ package kv
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -99,12 +96,12 @@ func TestWALSwitchOffWritersPath(t *testing.T) {
 	}
 
 	// A killed process leaves the files as they are.
-	killed := filepath.Join(t.TempDir(), "killed")
-	copyDir(t, dir, killed)
+	killed := cloneFS(t, vfs.Default, dir)
 	na := int(acked.Load())
-	wals := walNames(t, killed)
+	wals := walFiles(t, killed, dir)
+	slices.Sort(wals)
 	require.Len(t, wals, 2, "the old WAL and the new one")
-	db2, err := Open(killed, nil)
+	db2, err := Open(dir, &Options{FS: killed})
 	require.NoError(t, err)
 	for i := 0; i < na; i++ {
 		v, err := db2.Get(keyA(i))
@@ -119,17 +116,16 @@ func TestWALSwitchOffWritersPath(t *testing.T) {
 
 	// A machine crash took the old WAL's end before the switch fsynced it.
 	for _, keep := range []float64{0.5, 0.99} {
-		torn := filepath.Join(t.TempDir(), "torn")
-		copyDir(t, dir, torn)
-		old := filepath.Join(torn, wals[0])
-		data, err := os.ReadFile(old)
+		torn := cloneFS(t, vfs.Default, dir)
+		old := torn.PathJoin(dir, wals[0])
+		data, err := readFile(torn, old)
 		require.NoError(t, err)
 		end := len(data)
 		for end > 0 && data[end-1] == 0 {
 			end-- // the zero tail of a mapped WAL
 		}
-		require.NoError(t, os.WriteFile(old, data[:int(float64(end)*keep)], 0o644))
-		db3, err := Open(torn, nil)
+		rewriteFile(t, torn, old, data[:int(float64(end)*keep)])
+		db3, err := Open(dir, &Options{FS: torn})
 		require.NoError(t, err, "a WAL torn before its switch finished is a crash, not corruption")
 		it, err := db3.NewIter(nil)
 		require.NoError(t, err)
@@ -223,31 +219,4 @@ func TestSwitchRecord(t *testing.T) {
 	require.False(t, ok)
 	_, _, ok = parseSwitchRecord(make([]byte, switchRecordLen))
 	require.False(t, ok, "no magic")
-}
-
-func walNames(t *testing.T, dir string) []string {
-	names, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	var out []string
-	for _, e := range names {
-		if strings.HasSuffix(e.Name(), ".log") {
-			out = append(out, e.Name())
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-func copyDir(t *testing.T, from, to string) {
-	require.NoError(t, os.MkdirAll(to, 0o755))
-	entries, err := os.ReadDir(from)
-	require.NoError(t, err)
-	for _, e := range entries {
-		if e.IsDir() {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(from, e.Name()))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(to, e.Name()), data, 0o644))
-	}
 }
