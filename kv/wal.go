@@ -553,19 +553,40 @@ var (
 )
 
 // firstRecord returns the first record of the WAL file at path, nil if it
-// has none it can read.
+// has none it can read. A switch record is the first record a WAL gets, so
+// the first block holds it: only a first record that does not fit there
+// makes it read the whole file.
 func firstRecord(fs vfs.FS, path string) ([]byte, error) {
+	f, err := fs.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	block := make([]byte, recBlockSize)
+	n, err := io.ReadFull(f, block)
+	_ = f.Close()
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return nil, err
+	}
+	if rec := readFirst(block[:n]); rec != nil || n < recBlockSize {
+		return rec, nil
+	}
 	data, err := readFile(fs, path)
 	if err != nil {
 		return nil, err
 	}
+	return readFirst(data), nil
+}
+
+// readFirst returns the first record of a WAL's data, nil if it has none
+// it can read.
+func readFirst(data []byte) []byte {
 	var first []byte
 	errFound := errors.New("found")
 	_ = readLog(data, func(rec []byte) error {
 		first = rec
 		return errFound
 	}, func(int64, error) error { return errFound })
-	return first, nil
+	return first
 }
 
 var errTornTail = errors.New("kv: torn tail")
