@@ -269,7 +269,7 @@ func (f *qf) adaptBlockExAF(w *blockWork, mine []int, tails []uint64, start int,
 // publish stores the changed words under the sequence counter so readers
 // either see none or all of the change (they retry when seq moved).
 func (f *qf) publish(works []*blockWork) {
-	f.seq.Add(1)
+	f.sl.BeginWrite()
 	for _, w := range works {
 		base := w.b * f.wpb
 		for j, v := range w.bw {
@@ -278,5 +278,5 @@ func (f *qf) publish(works []*blockWork) {
 			}
 		}
 	}
-	f.seq.Add(1)
+	f.sl.EndWrite()
 }

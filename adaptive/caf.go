@@ -107,9 +107,9 @@ func (f *qf) adaptCAF(h1, h2 uint64) error {
 	code |= e << (slot * cafEntryW)
 	valid |= 1 << slot
 	code = code&(1<<cafValidAt-1) | valid<<cafValidAt | uint64(pos)<<cafPosAt
-	f.seq.Add(1)
+	f.sl.BeginWrite()
 	atomic.StoreUint64(&f.words[w], meta&0xff|code<<8)
-	f.seq.Add(1)
+	f.sl.EndWrite()
 	f.adaptations.Add(1)
 	return nil
 }

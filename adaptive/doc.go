@@ -43,9 +43,12 @@
 // false negative. Verify checks a whole filter against its remote.
 //
 // Queries are lock-free and safe while Adapt runs: every shared word is read
-// and written with sync/atomic, and a per-filter sequence counter lets a
-// reader detect (and retry after) an adaptation that overlapped its read, so
-// it never acts on a half-updated block. Adaptations are serialized per filter.
+// and written with sync/atomic under a sequence lock (internal/seqlock): a
+// reader detects (and retries after) an adaptation that overlapped its read,
+// so it never acts on a half-updated block, and one that keeps overlapping
+// adaptations waits for the one being published rather than answer "maybe"
+// (a maybe the filter never had is a wasted table probe). Adaptations are
+// serialized per filter.
 //
 // Each kind is also a filter.Kind (kind.go: RSQFKind, TAFKind, ExAFKind,
 // UTAFKind, CAFKind), registered in package filterpolicy; the adaptive

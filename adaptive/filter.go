@@ -2,10 +2,10 @@ package adaptive
 
 import (
 	"math/bits"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
+	"github.com/adaptkv/adaptkv/internal/seqlock"
 	"github.com/spaolacci/murmur3"
 )
 
@@ -43,8 +43,8 @@ type qf struct {
 	maxExt  uint8
 	words   []uint64 // every access goes through sync/atomic
 
-	seq    atomic.Uint64 // odd while an adaptation is being published
-	mu     sync.Mutex    // serializes Adapt
+	sl     seqlock.Lock // adaptations publish under it; queries read under it
+	mu     sync.Mutex   // serializes Adapt (taken before sl)
 	remote Remote
 
 	forceRebuild bool // tests: rebuild the block on every adaptation
@@ -285,19 +285,7 @@ func (f *qf) mayContainHash(h1, h2 uint64) bool {
 	if f.static {
 		return f.query(h1, h2)
 	}
-	for try := 0; try < 64; try++ {
-		s := f.seq.Load()
-		if s&1 == 1 {
-			runtime.Gosched()
-			continue
-		}
-		res := f.query(h1, h2)
-		if f.seq.Load() == s {
-			return res
-		}
-	}
-	// An adaptation kept overlapping: "maybe" is always safe.
-	return true
+	return seqlock.Read(&f.sl, func() bool { return f.query(h1, h2) })
 }
 
 // mayContainUnsync is the query without the sequence check (benchmarks).

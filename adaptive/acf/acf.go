@@ -30,9 +30,9 @@
 // rebuild moves every element, so the overlay then holds every slot.
 //
 // Queries take no lock: the slot words are read atomically under a
-// sequence counter that a fix makes odd while it writes (a reader that saw
-// it change retries, and after maxRetries answers "maybe"); fixes are
-// serialized by a mutex.
+// sequence lock (internal/seqlock) that a fix holds while it writes (a
+// reader that overlapped a write retries, and after a few overlaps waits
+// for the write in progress); fixes are serialized by a mutex.
 package acf
 
 import (
@@ -43,6 +43,7 @@ import (
 	"sync/atomic"
 
 	"github.com/adaptkv/adaptkv/filterpolicy/filter"
+	"github.com/adaptkv/adaptkv/internal/seqlock"
 )
 
 // Variant is one of the three adaptive cuckoo filters.
@@ -81,8 +82,6 @@ const (
 	// maxKicks bounds a cuckoo path (Theta(log n) in section 2.2; 500 as
 	// cuckoo filter implementations use).
 	maxKicks = 500
-	// maxRetries bounds a reader's retries while fixes run.
-	maxRetries = 64
 )
 
 // params are the fixed parameters of one filter.
@@ -110,7 +109,7 @@ type Filter struct {
 	n      uint64 // elements
 	seed   uint64
 	st     atomic.Pointer[state]
-	seq    atomic.Uint64 // odd while a fix writes
+	sl     seqlock.Lock // fixes and rebuilds publish under it
 	remote filter.Remote
 
 	mu      sync.Mutex
@@ -211,18 +210,7 @@ func wordsFor(p params) int { return (p.slots()*p.f + 63) / 64 }
 // MayContain implements filter.Filter.
 func (f *Filter) MayContain(key []byte) bool {
 	h := elementHash(f.seed, key)
-	for range maxRetries {
-		s1 := f.seq.Load()
-		if s1&1 == 1 {
-			continue
-		}
-		st := f.st.Load()
-		hit := f.p.lookup(st, h) >= 0
-		if f.seq.Load() == s1 {
-			return hit
-		}
-	}
-	return true
+	return seqlock.Read(&f.sl, func() bool { return f.p.lookup(f.st.Load(), h) >= 0 })
 }
 
 // lookup returns the first slot whose value matches h, or -1. The
@@ -379,7 +367,7 @@ func (f *Filter) planFix(st *state, i, t, bin, j int, v, x uint64) ([]write, err
 		// not a global random draw: random enough that repeated fixes of
 		// one element try other slots, and the same adaptations give the
 		// same filter (reproducible state files and golden tests).
-		o := int(saltedMix(x, st.salt, f.seq.Load()) % uint64(p.b-1))
+		o := int(saltedMix(x, st.salt, f.sl.Seq()) % uint64(p.b-1))
 		if o >= j {
 			o++
 		}
@@ -449,12 +437,12 @@ func (f *Filter) planFix(st *state, i, t, bin, j int, v, x uint64) ([]write, err
 // apply writes a plan under the sequence counter and records the moved
 // elements in the overlay.
 func (f *Filter) apply(st *state, ws []write) {
-	f.seq.Add(1)
+	f.sl.BeginWrite()
 	for _, w := range ws {
 		f.p.set(st.words, w.slot, w.val)
 		f.overlay[uint32(w.slot)] = w.h
 	}
-	f.seq.Add(1)
+	f.sl.EndWrite()
 }
 
 // rebuild re-places every element with new salts (the paper's rebuild on
@@ -489,10 +477,10 @@ func (f *Filter) rebuild() error {
 				overlay[uint32(i)] = h
 			}
 		}
-		f.seq.Add(1)
+		f.sl.BeginWrite()
 		f.st.Store(st)
 		f.overlay = overlay
-		f.seq.Add(1)
+		f.sl.EndWrite()
 		f.stats.rebuilds.Add(1)
 		return nil
 	}

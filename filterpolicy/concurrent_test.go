@@ -1,0 +1,90 @@
+package filterpolicy
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adaptkv/adaptkv/filterpolicy/filter"
+)
+
+// TestNoSpuriousPositivesWhileAdapting: for every adapting kind, readers
+// ask absent keys the filter rejects while a writer fixes a stream of
+// false positives. A key rejected before and after the fixes must be
+// rejected throughout: a "maybe" in between (a reader giving up on a
+// change being published) is a false positive the filter never had, a
+// wasted table probe and a fix of nothing. No stored key is ever missed.
+// Run it with -race, where publishing is slowest.
+func TestNoSpuriousPositivesWhileAdapting(t *testing.T) {
+	n := 100_000
+	if testing.Short() {
+		n = 20_000
+	}
+	rng := rand.New(rand.NewPCG(41, 42))
+	keys := randomKeys(rng, n, 's')
+	for _, name := range Names() {
+		p, err := ByName(name)
+		require.NoError(t, err)
+		if !Adapts(p) {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			k := p.FilterKind()
+			b := k.NewBuilder(filter.BuildOptions{Seed: 91, SizeHint: len(keys), WithRemote: true})
+			for _, key := range keys {
+				b.Add(key)
+			}
+			local, remote, err := b.Finish()
+			require.NoError(t, err)
+			d, err := k.Decode(k.Params(), 91, local, filter.MemRemote(remote))
+			require.NoError(t, err)
+			f := d.(filter.Adaptive)
+			var rejected, fps [][]byte
+			for _, k := range randomKeys(rng, 3*n, 'a') {
+				switch {
+				case !f.MayContain(k):
+					rejected = append(rejected, k)
+				case len(fps) < 400:
+					fps = append(fps, k)
+				}
+			}
+			require.Len(t, fps, 400)
+			said := make([]atomic.Bool, len(rejected))
+			var missed atomic.Int64
+			var stop atomic.Bool
+			var wg sync.WaitGroup
+			for r := range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := r; !stop.Load(); i++ {
+						j := i % len(rejected)
+						if f.MayContain(rejected[j]) {
+							said[j].Store(true)
+						}
+						if !f.MayContain(keys[i%len(keys)]) {
+							missed.Add(1)
+						}
+					}
+				}()
+			}
+			for _, k := range fps {
+				require.NoError(t, f.Adapt(k))
+			}
+			stop.Store(true)
+			wg.Wait()
+			spurious := 0
+			for i, k := range rejected {
+				if said[i].Load() && !f.MayContain(k) {
+					spurious++
+				}
+			}
+			t.Logf("%s: %+v, %d spurious positives among %d rejected keys", name, f.Stats(), spurious, len(rejected))
+			require.Zero(t, missed.Load(), "false negatives while adapting")
+			require.Zero(t, spurious, "a rejected key answered maybe while fixes were published")
+		})
+	}
+}
