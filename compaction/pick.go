@@ -342,8 +342,7 @@ func l0Score(l0 []*TableMeta, opts Options, busy func(uint64) bool) float64 {
 // the tables a compaction from the level above is rewriting into it, which
 // stay in the level with the bytes that compaction brings (counting them
 // out once let the base level grow to several times its target under a
-// sustained write load, docs/ARCHITECTURE.md, "L0 depth on kvbench churn,
-// as it was measured").
+// sustained write load: docs/ARCHITECTURE.md, "Compactions").
 func Scores(levels [NumLevels][]*TableMeta, opts Options, busy func(fileNum uint64) bool) [NumLevels]float64 {
 	s, _ := scores(levels, opts, busy)
 	return s

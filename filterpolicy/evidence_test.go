@@ -33,7 +33,7 @@ var contenders = []contender{
 	{"aprefix13", "aprefix", filter.Options{BitsPerKey: 13}},
 }
 
-// evidenceLong runs the comparison at n = 100k (the README's figures).
+// evidenceLong runs the comparison at n = 100k (the figures in docs/BENCHMARKS.md).
 var evidenceLong = flag.Bool("filterpolicy.long", false, "run the aprefix-against-taf evidence at n = 100k")
 
 // evidenceSize returns n: 100k with -filterpolicy.long, else def (short).

@@ -332,7 +332,7 @@ func damageEveryFile(t *testing.T, base vfs.FS, kinds []string, walHead int) {
 			db, err := Open("db", &Options{FS: fs, MemTableSize: 64 << 10, TargetFileSize: 32 << 10})
 			// A state file or KNOWNNEG is only a hint: damaged or missing,
 			// the table's pristine filter or an empty record, never an
-			// error (README, "Adaptive state" and "Known negatives").
+			// error (README, "What the filters learn").
 			hint := kind == "state" || kind == "knownneg"
 			if hint {
 				require.NoError(t, err, what)

@@ -11,7 +11,7 @@ import (
 // DefaultFilterPolicy is the filter policy used when Options.FilterPolicy is
 // empty and Options.Filter is nil: the adaptive prefix filter, the policy
 // with the most Gets per second of the adaptive ones in memory and on cold
-// storage (README, "Choosing a filter").
+// storage (README, "Filter policies").
 const DefaultFilterPolicy = "aprefix"
 
 // Options configure a DB. The zero value (or nil) gives the defaults below.
@@ -31,8 +31,8 @@ type Options struct {
 	// less) or sstable.FormatRow (Pebble's default layout: flushes and
 	// compactions cost less, writes stall less under sustained load, and
 	// a short scan's seek costs less).
-	// Tables of either layout are read; a store may hold both. Measured
-	// in README, "Writes, against Pebble". Flushes write row blocks
+	// Tables of either layout are read; a store may hold both (figures in
+	// docs/BENCHMARKS.md, "Table layout"). Flushes write row blocks
 	// whatever it says, unless FlushInTableFormat.
 	TableFormat sstable.Format
 	// FlushInTableFormat makes flushes (and recovery) write their L0
@@ -41,8 +41,7 @@ type Options struct {
 	// and row blocks cost a flush less CPU and, where values repeat, fewer
 	// bytes (snappy finds repeats across row entries better than in a
 	// columnar block), so flushes keep up under sustained writes; what it
-	// costs is a slower lookup of a present key in L0 tables. Measured in
-	// README, "Writes, against Pebble".
+	// costs is a slower lookup of a present key in L0 tables.
 	FlushInTableFormat bool
 	// BlockCacheSize is the size in bytes of the block cache shared by all
 	// tables. Default 8 MiB.
@@ -247,7 +246,7 @@ const (
 // defaultIntraL0Ratio: L0 tables holding less than a quarter of the bytes
 // of the base-level tables under them are merged within L0 instead of into
 // the base level, once L0 compactions have fallen behind
-// (docs/ARCHITECTURE.md, "One write, end to end" and "Sustained churn").
+// (docs/ARCHITECTURE.md, "Compactions").
 const defaultIntraL0Ratio = 4
 
 // WriteOptions control one write.

@@ -1,7 +1,7 @@
 package kv
 
 // The version edit: what one manifest record says (see docs/ARCHITECTURE.md,
-// "On disk") and its encoding. Applying an edit to the levels is applyedit.go,
+// "On-disk formats") and its encoding. Applying an edit to the levels is applyedit.go,
 // the manifest file that holds the records is manifest.go.
 
 import (

@@ -92,8 +92,8 @@ func createWAL(fs vfs.FS, path string, num uint64, preallocate int, mapped bool,
 // start made a store opened under Sync writers pay for it: its first two
 // fdatasyncs wrote the 4.4 MB of zero pages populating had dirtied (15-23
 // ms each, traced), and the write benchmark's sync-16 p99.9 was 9.5-11.0
-// ms against 5.1-7.3 ms with populateLearn (Pebble 4.3-5.2); figures in
-// docs/ARCHITECTURE.md (the WAL).
+// ms against 5.1-7.3 ms with populateLearn (Pebble 4.3-5.2). See
+// docs/ARCHITECTURE.md, "Group commit and the WAL".
 const (
 	populateWhole    = math.MaxInt
 	populateWindow   = 256 << 10
@@ -123,7 +123,7 @@ func (w *walWriter) countGroup(sync bool) {
 // populated the first Sync commit of a WAL writes all of it; a window
 // bounds what a sync writes for nothing, but on a busy machine its
 // populating falls behind the writer more often (NoSync writes 14-20%
-// slower). Measurements in docs/ARCHITECTURE.md (the WAL).
+// slower). See docs/ARCHITECTURE.md, "Group commit and the WAL".
 func (w *walWriter) populateReach() int {
 	if w.syncGroups > 0 && w.syncGroups*8 >= w.groups {
 		return populateWindow

@@ -9,7 +9,7 @@ package kv
 // slowest 1%. So each rotation has the WAL after the new one created,
 // allocated, mapped and populated under a temporary name while the new
 // memtable fills, and the next rotation only renames it. See
-// docs/ARCHITECTURE.md, "Concurrency in the store".
+// docs/ARCHITECTURE.md, "Group commit and the WAL".
 
 // nextWALFileName is the file the next WAL is prepared in. Its suffix makes
 // it a temporary file: Open removes one a crash left behind.

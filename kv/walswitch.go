@@ -7,8 +7,8 @@ import "fmt"
 // fsynced (and the new one's directory entry), which takes milliseconds;
 // done before the leader hands leadership on, it makes every queued writer
 // wait that long, and with values of 1 KiB and more those waits are then
-// the store's slowest 0.1% of writes (kvbench -write with two writers; the
-// README's write table).
+// the store's slowest 0.1% of writes (kvbench -write with two writers;
+// docs/BENCHMARKS.md, "Writes against Pebble").
 //
 // So the leader seals the old WAL (its records handed over, nothing
 // synced), writes a switch record as the new WAL's first record, naming

@@ -356,8 +356,7 @@ type syncGroup struct {
 // their writers, and starts over at once if more were queued meanwhile. So
 // fsyncs run back to back while leaders write and apply the next groups
 // (Pebble's LogWriter flush loop syncs off the writers' path the same
-// way; why, and what it measured, in docs/ARCHITECTURE.md, "Concurrency in
-// the store"). Only the commit leader queues groups, and it waits for the queue to drain before it
+// way; docs/ARCHITECTURE.md, "Group commit and the WAL"). Only the commit leader queues groups, and it waits for the queue to drain before it
 // closes a WAL (drainWALSyncs), so the groups of one round share a WAL.
 func (db *DB) walSyncLoop() {
 	defer db.wg.Done()

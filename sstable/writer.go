@@ -28,7 +28,7 @@ const (
 	FormatColumnar Format = iota
 	// FormatRow writes row blocks (Pebble's TableFormatPebblev4, what a
 	// pebble.DB writes by default): a table costs less to write, a lookup
-	// of a present key more (README, "Writes, against Pebble").
+	// of a present key more (docs/BENCHMARKS.md, "Table layout").
 	FormatRow
 )
 

@@ -357,7 +357,7 @@ func TestFigure1Trend(t *testing.T) {
 					nseeds := float64(seeds)
 					t.Logf("n=%d f=%d zipf=%v |A|/|S|=%d seeds=%d: mean false positives cuckooing %.1f, cyclic %.1f (%.2fx), swapping %.1f (%.2fx)",
 						n, fb, zipf, ratio, seeds, sums[0]/nseeds, sums[1]/nseeds, sums[1]/math.Max(sums[0], 1), sums[2]/nseeds, sums[2]/math.Max(sums[0], 1))
-					// The paper's trend, as the README states it: the other
+					// The paper's trend, as docs/BENCHMARKS.md states it: the other
 					// two pay at least 1.5x the Cuckooing ACF's false
 					// positives (1.7-2.0x measured) on the default run's
 					// fixed seeds. The long run's f = 16 counts only 1 to 32

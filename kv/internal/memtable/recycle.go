@@ -11,8 +11,8 @@ import (
 // first time each page is written, on the writer's path: a 4 MiB memtable
 // on fresh pages is about a thousand faults, and on this project's 2-core
 // VM those were most of the faults of a NoSync write stream and of its
-// writes slower than 10 us (see docs/ARCHITECTURE.md, "Concurrency in the
-// store"). Pebble recycles its memtable arenas for the same reason. It is
+// writes slower than 10 us (see docs/ARCHITECTURE.md, "The memtable").
+// Pebble recycles its memtable arenas for the same reason. It is
 // safe for concurrent use.
 type Recycler struct {
 	chunkSize int                    // bytes of each chunk its memtables take
