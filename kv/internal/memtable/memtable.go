@@ -7,8 +7,9 @@
 // key and the value. The arena holds no Go pointers, so the collector never
 // scans a memtable, an insert allocates nothing but now and then a chunk,
 // and an entry costs about 37 bytes besides its key and value (Pebble's
-// arena skiplist has the same shape). See docs/ARCHITECTURE.md, "The
-// memtable".
+// arena skiplist has the same shape). The skiplist has branching factor 4,
+// or 2 in memtables of 32 MiB and more, whose searches are bound by cache
+// misses (see wideAt). See docs/ARCHITECTURE.md, "The memtable".
 //
 // Writers are serialized by a mutex (the store has a single commit leader, so
 // it is uncontended); readers never lock: links are read and written
@@ -180,6 +181,7 @@ type MemTable struct {
 	free      []byte // the unused end of the current chunk
 	freeRef   ref    // the ref of free's first byte
 	chunkSize int    // bytes of a standard chunk (maxChunkSize from growAt chunks on)
+	levelBits uint   // log2 of the skiplist's branching factor (see branching)
 
 	rec  *Recycler    // where Release hands the chunks (nil: nowhere)
 	refs atomic.Int32 // see Ref
@@ -201,7 +203,7 @@ func New() *MemTable { return NewRecycled(nil) }
 // (and has r's chunk size) and hands them back to it on Release (nil r:
 // New).
 func NewRecycled(r *Recycler) *MemTable {
-	m := &MemTable{rnd: 0x9e3779b97f4a7c15, rec: r, chunkSize: r.chunkLen()}
+	m := &MemTable{rnd: 0x9e3779b97f4a7c15, rec: r, chunkSize: r.chunkLen(), levelBits: r.levelBits()}
 	m.chunks.Store(&[][]byte{})
 	// The head is the first entry of chunk 0, so ref 0, and of full
 	// height. A recycled chunk holds old entries: its links start cleared.
@@ -297,9 +299,10 @@ func (m *MemTable) randomHeight() int {
 	m.rnd ^= m.rnd >> 27
 	r := m.rnd * 2685821657736338717
 	h := 1
-	for h < maxHeight && r&3 == 0 { // branching factor 4
+	mask := uint64(1)<<m.levelBits - 1
+	for h < maxHeight && r&mask == 0 {
 		h++
-		r >>= 2
+		r >>= m.levelBits
 	}
 	return h
 }

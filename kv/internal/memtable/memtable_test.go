@@ -17,12 +17,27 @@ func ik(k string, seq uint64, kind base.Kind) base.InternalKey {
 	return base.InternalKey{UserKey: []byte(k), Seq: seq, Kind: kind}
 }
 
+// shapes are the two skiplist shapes a memtable takes: branching factor 4
+// (memtables smaller than wideAt) and 2 (larger ones).
+var shapes = []struct {
+	name string
+	new  func() *MemTable
+}{
+	{"branching=4", New},
+	{"branching=2", func() *MemTable { return NewRecycled(NewRecycler(wideAt, 0)) }},
+}
+
 // TestOrderAndGet inserts random versions and checks the iteration order
 // (both directions, seeks) against a sorted slice, and Get's visibility by
-// sequence number.
+// sequence number, in both skiplist shapes.
 func TestOrderAndGet(t *testing.T) {
+	for _, sh := range shapes {
+		t.Run(sh.name, func(t *testing.T) { testOrderAndGet(t, sh.new()) })
+	}
+}
+
+func testOrderAndGet(t *testing.T, m *MemTable) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	m := New()
 	var all []base.InternalKey
 	for seq := uint64(1); seq <= 5000; seq++ {
 		k := ik(fmt.Sprintf("k%03d", rng.IntN(500)), seq, base.Kind(rng.IntN(2)))
@@ -133,9 +148,14 @@ func TestConcurrentReaders(t *testing.T) {
 // immediate successor. (A search that ended at the last node below the key
 // and then read that node's link again returned whatever a concurrent Add
 // had linked there in between, a node below the key: the key seemed
-// absent.)
+// absent.) Both skiplist shapes.
 func TestConcurrentGetFindsPublished(t *testing.T) {
-	m := New()
+	for _, sh := range shapes {
+		t.Run(sh.name, func(t *testing.T) { testConcurrentGetFindsPublished(t, sh.new()) })
+	}
+}
+
+func testConcurrentGetFindsPublished(t *testing.T, m *MemTable) {
 	var n int64 = 600000
 	if testing.Short() {
 		n = 200000 // CI's -race -short run
@@ -171,6 +191,38 @@ func TestConcurrentGetFindsPublished(t *testing.T) {
 		gets += 3
 	}
 	require.Zero(t, misses, "%d of %d reads missed a key added before them", misses, gets)
+}
+
+// TestBranching: a memtable that fills at wideAt bytes or more has a
+// skiplist of branching factor 2 (half its nodes at least 2 high), a
+// smaller one, and one without a Recycler, of factor 4 (a quarter).
+func TestBranching(t *testing.T) {
+	const n = 40_000
+	for _, c := range []struct {
+		m    *MemTable
+		want float64
+	}{
+		{New(), 0.25},
+		{NewRecycled(NewRecycler(4<<20, 0)), 0.25},
+		{NewRecycled(NewRecycler(wideAt-1, 0)), 0.25},
+		{NewRecycled(NewRecycler(wideAt, 0)), 0.5},
+		{NewRecycled(NewRecycler(1<<30, 0)), 0.5},
+	} {
+		for i := range n {
+			c.m.Add(ik(fmt.Sprintf("k%08d", i*7919%n), uint64(i+1), base.KindSet), nil)
+		}
+		dir := *c.m.chunks.Load()
+		tall := 0
+		for r := c.m.head.link(0).Load(); r != 0; {
+			nd := c.m.node(&dir, ref(r))
+			if nd.height >= 2 {
+				tall++
+			}
+			r = nd.link(0).Load()
+		}
+		// Binomial: 5 standard deviations of n draws.
+		require.InDelta(t, c.want*n, float64(tall), 5*math.Sqrt(n*c.want*(1-c.want)))
+	}
 }
 
 // TestPrefixCompare checks that comparing by the 8-byte prefix first orders
@@ -232,25 +284,34 @@ func BenchmarkAdd(b *testing.B) {
 // each insert's search then misses the CPU caches at most levels, so the
 // skiplist's shape, more than the compare, sets its cost.
 func BenchmarkAddLarge(b *testing.B) {
-	const n = 1 << 20
-	value := make([]byte, 100)
-	keys := make([][]byte, n)
-	for i := range keys {
-		k := make([]byte, 20)
-		copy(k, "user")
-		h := uint64(i) * 0x9E3779B97F4A7C15
-		for j := range 8 {
-			k[4+j], k[12+j] = byte(h>>(8*j)), byte(h>>(8*j+3))
+	for _, n := range []int{1 << 15, 1 << 17, 1 << 19, 1 << 20} {
+		for _, wide := range []bool{false, true} {
+			b.Run(fmt.Sprintf("n=%d/wide=%v", n, wide), func(b *testing.B) {
+				value := make([]byte, 100)
+				keys := make([][]byte, n)
+				for i := range keys {
+					k := make([]byte, 20)
+					copy(k, "user")
+					h := uint64(i) * 0x9E3779B97F4A7C15
+					for j := range 8 {
+						k[4+j], k[12+j] = byte(h>>(8*j)), byte(h>>(8*j+3))
+					}
+					keys[i] = k
+				}
+				size := 1 << 20
+				if wide {
+					size = wideAt
+				}
+				for b.Loop() {
+					m := NewRecycled(NewRecycler(size, 0))
+					for i, k := range keys {
+						m.Add(base.InternalKey{UserKey: k, Seq: uint64(i + 1), Kind: base.KindSet}, value)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/insert")
+			})
 		}
-		keys[i] = k
 	}
-	for b.Loop() {
-		m := New()
-		for i, k := range keys {
-			m.Add(base.InternalKey{UserKey: k, Seq: uint64(i + 1), Kind: base.KindSet}, value)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/insert")
 }
 
 // BenchmarkGet measures Get of present keys in a memtable of 32k entries

@@ -16,6 +16,7 @@ import (
 // safe for concurrent use.
 type Recycler struct {
 	chunkSize int                    // bytes of each chunk its memtables take
+	bits      uint                   // their skiplists' branching (see branching)
 	free      *freelist.List[[]byte] // at most limit / chunkSize chunks
 
 	reused atomic.Uint64 // chunks handed out again
@@ -34,10 +35,38 @@ func ChunkSize(memTableSize int) int {
 }
 
 // NewRecycler returns a Recycler whose memtables take chunks of
-// ChunkSize(memTableSize) and that keeps at most limit bytes of them.
+// ChunkSize(memTableSize), have the skiplist shape that suits that size
+// (see wideAt), and that keeps at most limit bytes of chunks.
 func NewRecycler(memTableSize, limit int) *Recycler {
 	c := ChunkSize(memTableSize)
-	return &Recycler{chunkSize: c, free: freelist.New[[]byte](max(limit, 0) / c)}
+	return &Recycler{chunkSize: c, bits: branching(memTableSize), free: freelist.New[[]byte](max(limit, 0) / c)}
+}
+
+// wideAt is the memtable size from which skiplists have branching factor 2
+// instead of 4. A search steps down a node's tower for free (the tower is
+// the node) and pays a cache miss for every step across; factor b makes
+// about (b-1)·log_b(n) steps across, 2.2·ln n at b = 4 against 1.4·ln n at
+// b = 2, which is what a memtable far larger than the CPU's caches costs.
+// A memtable that stays in cache pays in compares and levels instead,
+// fewer at b = 4.
+const wideAt = 32 << 20
+
+// branching returns log2 of the branching factor of the skiplists of
+// memtables that fill at memTableSize bytes.
+func branching(memTableSize int) uint {
+	if memTableSize >= wideAt {
+		return 1
+	}
+	return 2
+}
+
+// levelBits is log2 of the branching factor of r's memtables; without a
+// Recycler, that of factor 4.
+func (r *Recycler) levelBits() uint {
+	if r == nil {
+		return 2
+	}
+	return r.bits
 }
 
 // chunkLen is the size of the chunks r's memtables take; without a
