@@ -29,9 +29,11 @@ const MaxKnownNegatives = 1 << 26
 
 // openKnownNegatives creates the sketch and loads the saved one. A missing
 // file means an empty sketch; a damaged or unreadable one too (it is only
-// a hint), and KnownNegativesError reports it.
+// a hint), and KnownNegativesError reports it. A policy that neither
+// adapts nor builds around known negatives has no use for them: the store
+// then keeps no record (its absent Gets pay nothing for one).
 func (db *DB) openKnownNegatives() {
-	if db.opts.KnownNegatives < 0 {
+	if db.opts.KnownNegatives < 0 || !(db.policy.Adaptive() || db.policy.KnownNegatives()) {
 		return
 	}
 	db.kn = knownneg.New(db.opts.KnownNegatives, knownneg.DefaultSampling)

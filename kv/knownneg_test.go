@@ -217,6 +217,23 @@ func writeFile(t *testing.T, fs vfs.FS, name string, b []byte) {
 	require.NoError(t, f.Close())
 }
 
+// TestRecordOnlyWhereUsed: the store keeps the record of known negatives
+// only for a policy that uses it (adaptive, or stacked); with a static
+// policy absent Gets record nothing and Close writes no KNOWNNEG.
+func TestRecordOnlyWhereUsed(t *testing.T) {
+	for policy, used := range map[string]bool{"aprefix": true, "taf": true, "stacked": true, "bloom": false, "prefix": false, "none": false} {
+		fs := vfs.NewMem()
+		db := knStore(t, &Options{FS: fs, FilterPolicy: policy}, 20_000)
+		for range 4 {
+			askAbsent(t, db, 2_000)
+		}
+		require.Equal(t, used, db.Metrics().KnownNegatives > 0, policy)
+		require.NoError(t, db.Close())
+		_, err := fs.Stat("db/" + knownNegFileName)
+		require.Equal(t, used, err == nil, policy)
+	}
+}
+
 // TestPreAdaptationUnderConcurrentReads: writers and compactions keep
 // writing tables built or pre-adapted with known negatives (taf, stacked)
 // while readers ask present keys (never a false negative) and hot absent

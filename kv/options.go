@@ -147,14 +147,11 @@ type Options struct {
 	// at least this big, so that L0 compacts into the base level one key
 	// range at a time, alongside compactions of other ranges (Pebble's
 	// option of the same name; its splits follow its L0 sublevels). By
-	// default (zero, or negative) a flush writes one table: the small
-	// slices made every L0 compaction rewrite whole base-level tables for
-	// a fraction of their bytes. On kvbench (2026-11-27, two runs each,
-	// aprefix) splitting at MemTableSize/4 took write amplification from
-	// 3.5 to 5.3 and cost a third of the throughput with 1 KiB values
-	// (-write: 66k against 88k writes/s, Pebble 84-91k), and on churn
-	// (70% absent reads, 30% inserts) 354k against 429k operations/s,
-	// although a read checked 2.97 filters instead of 3.40.
+	// default (zero, or negative) a flush writes one table: small slices
+	// make every L0 compaction rewrite whole base-level tables for a
+	// fraction of their bytes, more write amplification for fewer filter
+	// checks per read (figures in docs/BENCHMARKS.md, "Flushes: one
+	// table, or split at the base level").
 	FlushSplitBytes int64
 	// MaxConcurrentCompactions bounds the background compactions that run
 	// at once. A second one starts only when the tree owes work that a
@@ -214,6 +211,8 @@ type Options struct {
 	// against those in its key range, so adaptive filters do not forget
 	// them; the record is saved on Close and loaded by Open (a missing or
 	// damaged file means an empty record, see DB.KnownNegativesError).
+	// Only a policy that adapts or builds around known negatives (stacked)
+	// uses the record; with any other the store keeps none.
 	// Default DefaultKnownNegatives (65536, about 2.5 MiB); negative: off.
 	KnownNegatives int
 
