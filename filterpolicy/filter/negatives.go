@@ -34,11 +34,14 @@ func (a *AbsentInRange) Add(key []byte) {
 		// negatives before this table by binary search, not one by one.
 		a.next, _ = slices.BinarySearchFunc(a.negs, key, func(n KnownNegative, k []byte) int { return bytes.Compare(n.Key, k) })
 	}
-	for a.next < len(a.negs) && bytes.Compare(a.negs[a.next].Key, key) < 0 {
-		a.next++ // before the first key: out of range; after it: kept
-	}
-	for a.next < len(a.negs) && bytes.Equal(a.negs[a.next].Key, key) {
-		if a.added {
+	// Below key: before the first key out of range, after it kept; equal
+	// to key: stored (held, unless it is the first key, out of range).
+	for a.next < len(a.negs) {
+		c := bytes.Compare(a.negs[a.next].Key, key)
+		if c > 0 {
+			break
+		}
+		if c == 0 && a.added {
 			a.held = append(a.held, a.next)
 		}
 		a.next++
