@@ -33,6 +33,7 @@ import (
 	"unsafe"
 
 	"github.com/adaptkv/adaptkv/filterpolicy/filter"
+	"github.com/adaptkv/adaptkv/internal/stripe"
 	"github.com/adaptkv/adaptkv/kv/internal/striped"
 )
 
@@ -67,6 +68,30 @@ var DefaultSampling = Sampling{Every: 2, HitEvery: 4, MissEvery: 1}
 // NoSampling counts every Record.
 var NoSampling = Sampling{Every: 1, HitEvery: 1, MissEvery: 1}
 
+// rngStripes is the number of sampling generators (a power of two).
+const rngStripes = 32
+
+// rngState is one sampling generator, alone on its cache line.
+type rngState struct {
+	x atomic.Uint64
+	_ [56]byte
+}
+
+// random returns the next sampling draw: SetSeed's generator, or the
+// calling goroutine's stripe's xorshift64*.
+func (s *Sketch) random() uint64 {
+	if s.draw != nil {
+		return s.draw()
+	}
+	st := &s.rng[stripe.Hint()&(rngStripes-1)].x
+	x := st.Load()
+	x ^= x >> 12
+	x ^= x << 25
+	x ^= x >> 27
+	st.Store(x)
+	return x * 2685821657736338717
+}
+
 // ways is the number of slots per set.
 const ways = 8
 
@@ -100,12 +125,18 @@ type countSet [ways]atomic.Uint32
 type Sketch struct {
 	sampling Sampling
 	seed     uint64        // of hash; set before use (New, or Decode of an empty sketch)
-	draw     func() uint64 // the sampling's random numbers (rand.Uint64; SetSeed)
-	setMask  uint64
-	tags     []tagSet        // per set
-	counts   []countSet      // per set
-	counted  striped.Counter // counted weight since the last aging (striped: every sampled hit adds)
-	held     atomic.Int64    // slots in use
+	draw     func() uint64 // SetSeed's deterministic random numbers; nil: rng
+	// rng are the sampling's random numbers by goroutine stripe
+	// (internal/stripe): xorshift64* states read and written with atomic
+	// loads and stores, no read-modify-write, so a draw costs no locked
+	// instruction. Two goroutines of one stripe may draw the same number,
+	// which sampling does not mind.
+	rng     [rngStripes]rngState
+	setMask uint64
+	tags    []tagSet        // per set
+	counts  []countSet      // per set
+	counted striped.Counter // counted weight since the last aging (striped: every sampled hit adds)
+	held    atomic.Int64    // slots in use
 	// aged is the counted weight of the aging periods past (under mu) and
 	// missed the counted weight of the misses taken (keys not held), both
 	// since New: NewShare's window reads them.
@@ -148,15 +179,18 @@ func New(capacity int, sampling Sampling) *Sketch {
 	sampling.Every = max(sampling.Every, 1)
 	sampling.HitEvery = max(sampling.HitEvery, 1)
 	sampling.MissEvery = max(sampling.MissEvery, 1)
-	return &Sketch{
+	sk := &Sketch{
 		sampling: sampling,
 		seed:     rand.Uint64(),
-		draw:     rand.Uint64,
 		setMask:  uint64(sets - 1),
 		tags:     make([]tagSet, sets),
 		counts:   make([]countSet, sets),
 		keys:     make([]string, sets*ways),
 	}
+	for i := range sk.rng {
+		sk.rng[i].x.Store(rand.Uint64() | 1)
+	}
+	return sk
 }
 
 // SetSeed makes a new sketch deterministic, for tests: seed is its hash
@@ -193,7 +227,7 @@ func (s *Sketch) Record(key []byte) {
 	// whether the call is looked at, its high half whether a hit is
 	// counted or a miss taken (exact for rates that are powers of two, as
 	// the defaults are; otherwise off by at most rate/2^32).
-	r := s.draw()
+	r := s.random()
 	every := s.sampling.Every
 	if every > 1 && uint32(r)%every != 0 {
 		return
