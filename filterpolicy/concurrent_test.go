@@ -2,6 +2,7 @@ package filterpolicy
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,11 +14,13 @@ import (
 
 // TestNoSpuriousPositivesWhileAdapting: for every adapting kind, readers
 // ask absent keys the filter rejects while a writer fixes a stream of
-// false positives. A key rejected before and after the fixes must be
-// rejected throughout: a "maybe" in between (a reader giving up on a
-// change being published) is a false positive the filter never had, a
-// wasted table probe and a fix of nothing. No stored key is ever missed.
-// Run it with -race, where publishing is slowest.
+// false positives. A reader's "maybe" must be an answer some state of the
+// filter gives: a key that no state between the fixes accepts (the same
+// fixes replayed one at a time on a fresh filter) but a reader saw as
+// "maybe" is a false positive the filter never had (a reader giving up on
+// a change being published), a wasted table probe and a fix of nothing. No
+// stored key is ever missed. Run it with -race, where publishing is
+// slowest.
 func TestNoSpuriousPositivesWhileAdapting(t *testing.T) {
 	n := 100_000
 	if testing.Short() {
@@ -39,9 +42,12 @@ func TestNoSpuriousPositivesWhileAdapting(t *testing.T) {
 			}
 			local, remote, err := b.Finish()
 			require.NoError(t, err)
-			d, err := k.Decode(k.Params(), 91, local, filter.MemRemote(remote))
-			require.NoError(t, err)
-			f := d.(filter.Adaptive)
+			decode := func() filter.Adaptive {
+				d, err := k.Decode(k.Params(), 91, slices.Clone(local), filter.MemRemote(remote))
+				require.NoError(t, err)
+				return d.(filter.Adaptive)
+			}
+			f := decode()
 			// 3n rejected absent keys, and 400 false positives to fix
 			// (drawn until found: with -short, 3n keys hold fewer).
 			var rejected, fps [][]byte
@@ -81,13 +87,34 @@ func TestNoSpuriousPositivesWhileAdapting(t *testing.T) {
 			}
 			stop.Store(true)
 			wg.Wait()
-			spurious := 0
+			// A key the filter rejects before and after the fixes may
+			// still be a false positive in between (a fix of the cuckoo
+			// kinds moves elements, and a moved element can match it until
+			// it moves again). Replay the same fixes on a fresh filter, one
+			// at a time: a key positive in no state between them was a
+			// maybe no state of the filter gave.
+			var suspects [][]byte
 			for i, k := range rejected {
 				if said[i].Load() && !f.MayContain(k) {
-					spurious++
+					suspects = append(suspects, k)
 				}
 			}
-			t.Logf("%s: %+v, %d spurious positives among %d rejected keys", name, f.Stats(), spurious, len(rejected))
+			transient := 0
+			if len(suspects) > 0 {
+				g := decode()
+				seen := make([]bool, len(suspects))
+				for _, k := range fps {
+					require.NoError(t, g.Adapt(k))
+					for i, s := range suspects {
+						if !seen[i] && g.MayContain(s) {
+							seen[i] = true
+							transient++
+						}
+					}
+				}
+			}
+			spurious := len(suspects) - transient
+			t.Logf("%s: %+v, %d spurious positives among %d rejected keys (%d false positives in between)", name, f.Stats(), spurious, len(rejected), transient)
 			require.Zero(t, missed.Load(), "false negatives while adapting")
 			require.Zero(t, spurious, "a rejected key answered maybe while fixes were published")
 		})
