@@ -285,6 +285,11 @@ func (f *qf) mayContainHash(h1, h2 uint64) bool {
 	if f.static {
 		return f.query(h1, h2)
 	}
+	if s, ok := f.sl.Begin(); ok { // the common case, inline
+		if res := f.query(h1, h2); f.sl.Valid(s) {
+			return res
+		}
+	}
 	return seqlock.Read(&f.sl, func() bool { return f.query(h1, h2) })
 }
 

@@ -210,6 +210,11 @@ func wordsFor(p params) int { return (p.slots()*p.f + 63) / 64 }
 // MayContain implements filter.Filter.
 func (f *Filter) MayContain(key []byte) bool {
 	h := elementHash(f.seed, key)
+	if s, ok := f.sl.Begin(); ok { // the common case, inline
+		if hit := f.p.lookup(f.st.Load(), h) >= 0; f.sl.Valid(s) {
+			return hit
+		}
+	}
 	return seqlock.Read(&f.sl, func() bool { return f.p.lookup(f.st.Load(), h) >= 0 })
 }
 

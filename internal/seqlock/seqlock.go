@@ -53,9 +53,9 @@ func (l *Lock) Seq() uint64 { return l.seq.Load() }
 // tolerate a torn state (its result is then discarded).
 func Read[T any](l *Lock, read func() T) T {
 	for range Tries {
-		if s, ok := l.readBegin(); ok {
+		if s, ok := l.Begin(); ok {
 			v := read()
-			if l.readValid(s) {
+			if l.Valid(s) {
 				return v
 			}
 		}
@@ -66,14 +66,14 @@ func Read[T any](l *Lock, read func() T) T {
 	return read()
 }
 
-// readBegin starts a lock-free read: it returns the sequence to check
-// the read against, and false while a write is in progress (the caller
-// then yields and tries again, or holds the writers off).
-func (l *Lock) readBegin() (uint64, bool) {
+// Begin starts a lock-free read: it returns the sequence to check the
+// read against (Valid), and false while a write is in progress. A hot path
+// makes its first try inline with Begin and Valid and calls Read only when
+// that try fails, so the common case costs no call.
+func (l *Lock) Begin() (uint64, bool) {
 	s := l.seq.Load()
 	return s, s&1 == 0
 }
 
-// readValid reports whether no write overlapped a read that readBegin
-// started at s.
-func (l *Lock) readValid(s uint64) bool { return l.seq.Load() == s }
+// Valid reports whether no write overlapped a read that Begin started at s.
+func (l *Lock) Valid(s uint64) bool { return l.seq.Load() == s }
