@@ -2,7 +2,6 @@ package filterpolicy
 
 import (
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,19 +34,9 @@ func TestNoSpuriousPositivesWhileAdapting(t *testing.T) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			k := p.FilterKind()
-			b := k.NewBuilder(filter.BuildOptions{Seed: 91, SizeHint: len(keys), WithRemote: true})
-			for _, key := range keys {
-				b.Add(key)
-			}
-			local, remote, err := b.Finish()
-			require.NoError(t, err)
-			decode := func() filter.Adaptive {
-				d, err := k.Decode(k.Params(), 91, slices.Clone(local), filter.MemRemote(remote))
-				require.NoError(t, err)
-				return d.(filter.Adaptive)
-			}
-			f := decode()
+			// Builds are deterministic: build gives the same filter each time.
+			build := func() filter.Adaptive { return buildAdaptiveKind(t, contender{name, name, filter.Options{}}, keys, 91) }
+			f := build()
 			// 3n rejected absent keys, and 400 false positives to fix
 			// (drawn until found: with -short, 3n keys hold fewer).
 			var rejected, fps [][]byte
@@ -101,7 +90,7 @@ func TestNoSpuriousPositivesWhileAdapting(t *testing.T) {
 			}
 			transient := 0
 			if len(suspects) > 0 {
-				g := decode()
+				g := build()
 				seen := make([]bool, len(suspects))
 				for _, k := range fps {
 					require.NoError(t, g.Adapt(k))
