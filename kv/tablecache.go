@@ -51,11 +51,15 @@ type tableCache struct {
 	// use), so releases take the lock to evict.
 	overfull atomic.Bool
 
-	mu         sync.Mutex
-	m          map[uint64]*tcEntry
-	clock      []*tcEntry // the entries of m, in the order the hand visits them
-	hand       int
-	closedSum  sstable.Metrics
+	mu        sync.Mutex
+	m         map[uint64]*tcEntry
+	clock     []*tcEntry // the entries of m, in the order the hand visits them
+	hand      int
+	closedSum sstable.Metrics
+	// leaving holds the entries removed from m while in use (a deleted
+	// table, or closeAll): metrics counts their readers until the last
+	// release closes them and adds them to closedSum.
+	leaving    map[*tcEntry]struct{}
 	lastFilter map[uint64]filterSize // last known filter size of live tables not open
 	closeErr   error
 	closed     bool // closeAll ran: get fails with ErrClosed
@@ -100,7 +104,7 @@ func (e *tcEntry) claimLocked() bool {
 
 func newTableCache(fs vfs.FS, dir string, cache *pebble.Cache, max int, readOnly bool) *tableCache {
 	tc := &tableCache{fs: fs, dir: dir, cache: cache, max: max, readOnly: readOnly,
-		m: make(map[uint64]*tcEntry), lastFilter: make(map[uint64]filterSize)}
+		m: make(map[uint64]*tcEntry), lastFilter: make(map[uint64]filterSize), leaving: make(map[*tcEntry]struct{})}
 	tc.publishLocked()
 	return tc
 }
@@ -265,6 +269,7 @@ func (tc *tableCache) closeLocked(e *tcEntry) {
 	}
 	m := e.r.Metrics()
 	addMetrics(&tc.closedSum, m)
+	delete(tc.leaving, e)
 	if !e.gone.Load() {
 		tc.lastFilter[e.fileNum] = filterSize{m.FilterBytes, m.FilterKeys}
 	}
@@ -318,6 +323,8 @@ func (tc *tableCache) evict(fn uint64) {
 	e.gone.Store(true)
 	if e.claimLocked() {
 		tc.closeLocked(e)
+	} else if e.r != nil {
+		tc.leaving[e] = struct{}{}
 	}
 }
 
@@ -341,7 +348,11 @@ func (tc *tableCache) closeAll() error {
 		e.gone.Store(true)
 		if e.claimLocked() {
 			tc.closeLocked(e)
-		} else if e.r != nil && !tc.readOnly {
+		} else if e.r != nil {
+			tc.leaving[e] = struct{}{}
+			if tc.readOnly {
+				continue
+			}
 			if err := e.r.SaveState(); err != nil && tc.closeErr == nil {
 				tc.closeErr = err
 			}
@@ -362,6 +373,9 @@ func (tc *tableCache) metrics(live []uint64) (sum sstable.Metrics, fBytes, fKeys
 		if e.r != nil {
 			addMetrics(&sum, e.r.Metrics())
 		}
+	}
+	for e := range tc.leaving {
+		addMetrics(&sum, e.r.Metrics())
 	}
 	for _, fn := range live {
 		if e := tc.m[fn]; e != nil && e.r != nil {
