@@ -52,16 +52,21 @@ func requireIntraL0Values(t *testing.T, db *DB, want map[string][]byte, n int) {
 // intraL0Keys is the number of keys the intra-L0 tests load first.
 const intraL0Keys = 20000
 
-// intraL0Store opens a store on opts holding intraL0Keys keys (value
-// "base") compacted into the last level, and returns it with those keys.
+// intraL0Store opens a store on opts holding intraL0Keys keys (values of
+// 16 random bytes: the base level is large next to L0, as intra-L0
+// compactions need) compacted into the last level, and returns it with
+// those keys.
 func intraL0Store(t *testing.T, opts *Options) (*DB, map[string][]byte) {
 	t.Helper()
 	db, err := Open("db", opts)
 	require.NoError(t, err)
 	want := map[string][]byte{}
+	rng := rand.NewChaCha8([32]byte{})
 	for i := 0; i < intraL0Keys; i++ {
-		require.NoError(t, db.Set(intraL0Key(i), []byte("base"), NoSync))
-		want[string(intraL0Key(i))] = []byte("base")
+		v := make([]byte, 16)
+		_, _ = rng.Read(v)
+		require.NoError(t, db.Set(intraL0Key(i), v, NoSync))
+		want[string(intraL0Key(i))] = v
 	}
 	require.NoError(t, db.Compact(nil, nil))
 	return db, want
@@ -181,12 +186,39 @@ func TestIntraL0ConcurrentWriters(t *testing.T) {
 	opts := &Options{FS: vfs.NewMem(), MemTableSize: 32 << 10, FlushSplitBytes: -1, intraL0Ratio: 1, MergeFlushL0Depth: -1}
 	db, want := intraL0Store(t, opts)
 	defer func() { db.Close() }()
+	// An L0 -> base compaction waits (while the writers run) until the L0
+	// tables it does not take are 4 deep, or L0 stops flushes, as when the
+	// base level is slow: an intra-L0 compaction is due when it ends (none
+	// can start while it runs, every L0 table here overlapping its
+	// inputs), whatever the timing.
+	writing := make(chan struct{})
+	setCompactionHook(db, func(p *compaction.Plan) {
+		if p.Level != 0 || p.IsIntraL0() {
+			return
+		}
+		inputs := map[uint64]bool{}
+		for _, t := range p.Inputs {
+			inputs[t.FileNum] = true
+		}
+		deep := func() bool {
+			db.mu.Lock()
+			defer db.mu.Unlock()
+			return db.l0StalledLocked() || compaction.L0Depth(db.mu.current.levels[0], func(fn uint64) bool { return inputs[fn] }) >= 4
+		}
+		for deadline := time.Now().Add(10 * time.Second); !deep() && time.Now().Before(deadline); {
+			select {
+			case <-writing:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	})
 
 	// Each writer owns the keys i with i % writers == w, so the last write
 	// of each key is known without ordering writers against each other.
 	// The writers run again (up to 10 times) until an intra-L0 compaction
-	// has run: whether L0 gets deep enough for one depends on timing (one
-	// run in four had none under -race).
+	// has run. The hot keys are spread over the loaded ones, so that the
+	// base level under an L0 compaction is the whole of it.
 	const writers, rounds, hot = 4, 40, 400
 	wants := make([]map[string][]byte, writers)
 	for w := range wants {
@@ -203,7 +235,7 @@ func TestIntraL0ConcurrentWriters(t *testing.T) {
 				for r := 0; r < rounds; r++ {
 					for j := 0; j < 60; j++ {
 						i := rng.IntN(hot/writers)*writers + w
-						k := intraL0Key(i)
+						k := intraL0Key(i * (intraL0Keys / hot))
 						var err error
 						if rng.IntN(5) == 0 {
 							err = db.Delete(k, NoSync)
@@ -230,6 +262,7 @@ func TestIntraL0ConcurrentWriters(t *testing.T) {
 		wg.Wait()
 		require.NoError(t, errors.Join(errs...))
 	}
+	close(writing)
 	for _, m := range wants {
 		for k, v := range m {
 			want[k] = v
