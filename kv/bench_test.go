@@ -131,7 +131,7 @@ func BenchmarkGetParallel(b *testing.B) {
 }
 
 // BenchmarkGetAbsentKnownNegatives measures absent Gets with the record of
-// known negatives off and on (default capacity and sampling), on a
+// known negatives off and on (RecordAlways: default capacity and sampling), on a
 // compacted store of 100k keys: "uniform" asks 1M distinct absent keys
 // (the record's worst case: nearly every counted key replaces another),
 // "zipf" a Zipfian stream over 100k absent keys.
@@ -145,7 +145,7 @@ func BenchmarkGetAbsentKnownNegatives(b *testing.B) {
 		streams["zipf"][i] = benchKey(2*int(z.Uint64()) + 1)
 	}
 	for _, record := range []string{"off", "on"} {
-		o := &Options{FS: vfs.NewMem()}
+		o := &Options{FS: vfs.NewMem(), RecordAbsent: RecordAlways}
 		if record == "off" {
 			o.KnownNegatives = -1
 		}
@@ -233,7 +233,7 @@ func BenchmarkScan(b *testing.B) {
 func BenchmarkFlushCompactKnownNegatives(b *testing.B) {
 	const n, memKeys = 200_000, 20_000
 	for _, record := range []string{"off", "on"} {
-		o := &Options{FS: vfs.NewMem()}
+		o := &Options{FS: vfs.NewMem(), RecordAbsent: RecordAlways}
 		if record == "off" {
 			o.KnownNegatives = -1
 		}

@@ -23,7 +23,7 @@ func TestCheckpoint(t *testing.T) {
 			if onDisk {
 				fs, dir = vfs.Default, t.TempDir()+"/db"
 			}
-			db, err := Open(dir, &Options{FS: fs, MemTableSize: 64 << 10, FilterPolicy: "aprefix"})
+			db, err := Open(dir, &Options{FS: fs, MemTableSize: 64 << 10, FilterPolicy: "aprefix", RecordAbsent: RecordAlways})
 			require.NoError(t, err)
 			for i := range 20_000 {
 				require.NoError(t, db.Set(stateTestKey(i), []byte("v"), NoSync))

@@ -190,6 +190,8 @@ type DB struct {
 	// knErr why the saved one could not be loaded. See knownneg.go.
 	kn    *knownneg.Sketch
 	knErr error
+	// recordGets: absent Gets are counted in kn (Options.RecordAbsent).
+	recordGets bool
 
 	gets                 striped.Counter // every Get adds one: striped
 	flushes, compactions atomic.Uint64

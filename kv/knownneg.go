@@ -43,6 +43,7 @@ func (db *DB) openKnownNegatives() {
 	if err := db.kn.Load(db.fs, db.fs.PathJoin(db.dir, knownNegFileName)); err != nil {
 		db.knErr = fmt.Errorf("kv: known negatives not loaded (starting empty): %w", err)
 	}
+	db.recordGets = db.recordsAbsent()
 }
 
 // saveKnownNegatives writes the sketch (Close; never in a read-only store).
@@ -81,10 +82,23 @@ func (db *DB) fixAuto(key []byte) bool {
 	return db.kn.NewShare() < 0.5 || db.kn.Seen(key)
 }
 
+// recordsAbsent reports whether absent Gets are recorded
+// (Options.RecordAbsent; RecordAuto: where a wasted probe is a device
+// read, or the fix rule or the policy reads the record).
+func (db *DB) recordsAbsent() bool {
+	switch {
+	case db.kn == nil || db.opts.RecordAbsent == RecordNever:
+		return false
+	case db.opts.RecordAbsent == RecordAlways:
+		return true
+	}
+	return db.opts.DirectReads || db.opts.FixRule != FixEvery || (!db.policy.Adaptive() && db.policy.KnownNegatives())
+}
+
 // recordAbsent notes a Get that consulted at least one table and found
 // key absent.
 func (db *DB) recordAbsent(key []byte) {
-	if db.kn != nil {
+	if db.recordGets {
 		db.kn.Record(key)
 	}
 }

@@ -85,7 +85,7 @@ func TestFixesSurviveCompaction(t *testing.T) {
 	for _, policy := range []string{"taf", "exaf", "aprefix", "stacked"} {
 		for _, record := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/record=%v", policy, record), func(t *testing.T) {
-				o := &Options{FS: vfs.NewMem(), Filter: seededPolicy(t, policy, 7), knownNegSeed: 7}
+				o := &Options{FS: vfs.NewMem(), Filter: seededPolicy(t, policy, 7), knownNegSeed: 7, RecordAbsent: RecordAlways}
 				if !record {
 					o.KnownNegatives = -1
 				}
@@ -160,7 +160,7 @@ func TestKnownNegativesPersist(t *testing.T) {
 	present, absent := 60_000, 8_000
 	fs := vfs.NewMem()
 	open := func() *DB {
-		db, err := Open("db", &Options{FS: fs, Filter: seededPolicy(t, "taf", 9)})
+		db, err := Open("db", &Options{FS: fs, Filter: seededPolicy(t, "taf", 9), RecordAbsent: RecordAlways})
 		require.NoError(t, err)
 		return db
 	}
@@ -217,20 +217,34 @@ func writeFile(t *testing.T, fs vfs.FS, name string, b []byte) {
 	require.NoError(t, f.Close())
 }
 
-// TestRecordOnlyWhereUsed: the store keeps the record of known negatives
-// only for a policy that uses it (adaptive, or stacked); with a static
-// policy absent Gets record nothing and Close writes no KNOWNNEG.
+// TestRecordOnlyWhereUsed: the store keeps a known-negative record only
+// for a policy that uses one (adaptive, or stacked), and counts absent Gets
+// in it with RecordAlways; with RecordAuto where a wasted probe costs more
+// than recording or the record is read on the read path (here: a FixRule
+// that reads it) or by the builder of every table (stacked); never with
+// RecordNever.
 func TestRecordOnlyWhereUsed(t *testing.T) {
 	for policy, used := range map[string]bool{"aprefix": true, "taf": true, "stacked": true, "bloom": false, "prefix": false, "none": false} {
-		fs := vfs.NewMem()
-		db := knStore(t, &Options{FS: fs, FilterPolicy: policy}, 20_000)
-		for range 4 {
-			askAbsent(t, db, 2_000)
+		for _, c := range []struct {
+			rule    RecordRule
+			fix     FixRule
+			records bool
+		}{
+			{RecordAuto, FixEvery, policy == "stacked"},
+			{RecordAuto, FixAuto, true},
+			{RecordAlways, FixEvery, true},
+			{RecordNever, FixEvery, false},
+		} {
+			fs := vfs.NewMem()
+			db := knStore(t, &Options{FS: fs, FilterPolicy: policy, RecordAbsent: c.rule, FixRule: c.fix}, 20_000)
+			for range 4 {
+				askAbsent(t, db, 2_000)
+			}
+			require.Equal(t, used && c.records, db.Metrics().KnownNegatives > 0, "%s %+v", policy, c)
+			require.NoError(t, db.Close())
+			_, err := fs.Stat("db/" + knownNegFileName)
+			require.Equal(t, used, err == nil, policy)
 		}
-		require.Equal(t, used, db.Metrics().KnownNegatives > 0, policy)
-		require.NoError(t, db.Close())
-		_, err := fs.Stat("db/" + knownNegFileName)
-		require.Equal(t, used, err == nil, policy)
 	}
 }
 
@@ -249,7 +263,7 @@ func concurrentKnownNegatives(t *testing.T, policy string) {
 	if testing.Short() {
 		present, absent, extra = 15_000, 2_000, 10_000
 	}
-	db, err := Open("db", &Options{FS: vfs.NewMem(), FilterPolicy: policy, MemTableSize: 128 << 10, TargetFileSize: 64 << 10})
+	db, err := Open("db", &Options{FS: vfs.NewMem(), FilterPolicy: policy, MemTableSize: 128 << 10, TargetFileSize: 64 << 10, RecordAbsent: RecordAlways})
 	require.NoError(t, err)
 	defer db.Close()
 	knFill(t, db, 0, present)

@@ -21,6 +21,17 @@ func (r FixRule) String() string {
 	return fmt.Sprintf("FixRule(%d)", uint8(r))
 }
 
+// recordRuleNames are RecordRule's names in text.
+var recordRuleNames = [...]string{RecordAuto: "auto", RecordAlways: "always", RecordNever: "never"}
+
+// String names the rule ("auto", "always", "never").
+func (r RecordRule) String() string {
+	if int(r) < len(recordRuleNames) {
+		return recordRuleNames[r]
+	}
+	return fmt.Sprintf("RecordRule(%d)", uint8(r))
+}
+
 // String returns the options as text, one "name=value" line per option
 // under an "[Options]" header, in the order of the Options struct, names
 // in snake case (block_cache_size=8388608): what ParseOptions reads back
@@ -53,6 +64,8 @@ func optionText(v reflect.Value) (string, bool) {
 	case sstable.Format:
 		return x.String(), true
 	case FixRule:
+		return x.String(), true
+	case RecordRule:
 		return x.String(), true
 	}
 	switch v.Kind() {
@@ -122,7 +135,15 @@ func setOption(f reflect.Value, s string) error {
 				return nil
 			}
 		}
-		return fmt.Errorf("fix rule %q (want every, repeated or auto)", s)
+		return fmt.Errorf("fix rule %q (want every, repeated, auto or cached)", s)
+	case RecordRule:
+		for r, n := range recordRuleNames {
+			if n == s {
+				f.Set(reflect.ValueOf(RecordRule(r)))
+				return nil
+			}
+		}
+		return fmt.Errorf("record rule %q (want auto, always or never)", s)
 	}
 	switch f.Kind() {
 	case reflect.String:

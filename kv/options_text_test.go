@@ -23,7 +23,7 @@ func TestOptionsText(t *testing.T) {
 	text := d.String()
 	for _, want := range []string{"[Options]\n", "  filter_policy=aprefix\n", "  block_cache_size=8388608\n",
 		"  l0_compaction_threshold=4\n", "  wal_buffer_no_sync=false\n", "  table_format=columnar\n",
-		"  fix_rule=every\n", "  flush_split_bytes=-1\n", "  level_size_ratio=10\n"} {
+		"  fix_rule=every\n", "  record_absent=auto\n", "  flush_split_bytes=-1\n", "  level_size_ratio=10\n"} {
 		require.Contains(t, text, want)
 	}
 	require.NotContains(t, text, "fs=")
@@ -46,7 +46,10 @@ func TestOptionsText(t *testing.T) {
 				f.Set(reflect.ValueOf(sstable.Format(rng.IntN(2))))
 				continue
 			case FixRule:
-				f.Set(reflect.ValueOf(FixRule(rng.IntN(3))))
+				f.Set(reflect.ValueOf(FixRule(rng.IntN(4))))
+				continue
+			case RecordRule:
+				f.Set(reflect.ValueOf(RecordRule(rng.IntN(3))))
 				continue
 			}
 			switch f.Kind() {
@@ -71,7 +74,7 @@ func TestOptionsText(t *testing.T) {
 	require.Equal(t, Options{MemTableSize: 1 << 20, BlockCacheSize: 1024}, o)
 
 	for _, bad := range []string{"no_such_option=1", "block_cache_size", "block_cache_size=lots", "table_format=diagonal",
-		"fix_rule=sometimes", "read_only=maybe", "[Options]\n  memtable_size=1\n  max_open_files=x"} {
+		"fix_rule=sometimes", "record_absent=sometimes", "read_only=maybe", "[Options]\n  memtable_size=1\n  max_open_files=x"} {
 		err := ParseOptions(bad, &Options{})
 		require.ErrorIs(t, err, ErrInvalidOptions, bad)
 		require.Contains(t, err.Error(), "options line", bad)

@@ -182,7 +182,7 @@ func snapIter(s *Snapshot) func(*IterOptions) (*Iterator, error) {
 // TestDeleteRangeKnownNegatives: a key a range deleted, whose value is
 // still in a table below the tombstone, counts as absent for the record.
 func TestDeleteRangeKnownNegatives(t *testing.T) {
-	db, err := Open("db", &Options{FS: vfs.NewMem()})
+	db, err := Open("db", &Options{FS: vfs.NewMem(), RecordAbsent: RecordAlways})
 	require.NoError(t, err)
 	defer db.Close()
 	require.NoError(t, db.Set([]byte("k1"), []byte("v"), NoSync))

@@ -279,7 +279,7 @@ func TestConfigAlike(t *testing.T) {
 	}
 	require.Equal(t, map[string]bool{"L0 file threshold": true, "flush split": true, "merged flushes": true,
 		"table format": true, "NoSync write returns once": true, "false positives fixed": true, "remote chunks cached": true,
-		"point reads": true}, differ)
+		"absent Gets recorded": true, "point reads": true}, differ)
 	p := pebbleOptions(cfg, nil, nil)
 	require.Equal(t, 5, p.MemTableStopWritesThreshold)
 	lo, hi := p.CompactionConcurrencyRange()

@@ -26,7 +26,8 @@ func defaultConfig(o options, format sstable.Format) StoreConfig {
 		L0StopWrites: d.L0StopWritesThreshold, Compactions: d.MaxConcurrentCompactions,
 		MaxOpenFiles: d.MaxOpenFiles, KnownNegatives: o.knownNeg, TableFormat: format,
 		PeerMemTableSize: o.peerMemTable, DirectReads: o.direct, FixRule: fixRules[o.fixRule],
-		FixInline: o.fixInline, RemoteCacheSize: o.remoteCache, SeekPrefixReads: o.read == "seekprefix",
+		RecordAbsent: recordRules[o.record],
+		FixInline:    o.fixInline, RemoteCacheSize: o.remoteCache, SeekPrefixReads: o.read == "seekprefix",
 	}
 }
 
@@ -75,8 +76,22 @@ func configRows(cfg StoreConfig) []configRow {
 		{"table format", kvFormat, "row " + p.FormatMajorVersion.MaxTableFormat().String()},
 		{"NoSync write returns once", nosync, "in the WAL buffer"},
 		{"false positives fixed", fixRuleText(k.FixRule, k.FixInline), "none (a static filter)"},
+		{"absent Gets recorded", recordRuleText(k.RecordAbsent), "none"},
 		{"point reads", pointReadText(cfg.SeekPrefixReads), "DB.Get (pebble); SeekPrefixGE, L6 filters on, reused iterator (pebble-l6)"},
 	}
+}
+
+// recordRules are -record's values.
+var recordRules = map[string]kv.RecordRule{"auto": kv.RecordAuto, "always": kv.RecordAlways, "never": kv.RecordNever}
+
+func recordRuleText(r kv.RecordRule) string {
+	switch r {
+	case kv.RecordAlways:
+		return "every one (RecordAlways)"
+	case kv.RecordNever:
+		return "none (RecordNever)"
+	}
+	return "with -direct, -fix other than every, or stacked (RecordAuto)"
 }
 
 // fixRules are -fix's values.

@@ -108,6 +108,7 @@ type options struct {
 	repeat                  int
 	direct                  bool
 	fixRule                 string
+	record                  string
 	fixInline               bool
 	read                    string // -read: get or seekprefix
 	remoteCache             int64
@@ -137,6 +138,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&o.target, "target", 0, "throttle mixed workloads to N operations per second over all threads (YCSB's -target), so that\nstores are compared at the same offered load (0: as fast as each store goes)")
 	fs.IntVar(&o.bits, "bits", 10, "bits/key of the bloom policy and of the Pebble peer's bloom filter")
 	fs.IntVar(&o.knownNeg, "knownnegatives", 0, "absent keys each adaptkv store remembers for its new tables (kv.Options.KnownNegatives; 0: default, -1: off)")
+	fs.StringVar(&o.record, "record", "auto", "which absent Gets the adaptkv stores record as known negatives (kv.Options.RecordAbsent): auto (with -direct,\na -fix other than every, or stacked), always or never")
 	fs.StringVar(&o.dir, "dir", "", "keep each store's data in DIR/<policy> and reuse it when it matches (default: a temporary directory, removed);\nkept stores keep their adapted filters, so rerun with another -seed for fresh absent keys")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed of values, operation streams and the absent-key universes")
 	fs.StringVar(&o.jsonPath, "json", "", "write results as JSON to FILE (- for stdout)")
@@ -184,6 +186,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if o.read != "get" && o.read != "seekprefix" {
 		return fmt.Errorf("-read %q: want get or seekprefix", o.read)
+	}
+	if _, ok := recordRules[o.record]; !ok {
+		return fmt.Errorf("-record %q: want auto, always or never", o.record)
 	}
 	if _, ok := fixRules[o.fixRule]; !ok {
 		return fmt.Errorf("-fix %q: want every, repeated or auto", o.fixRule)

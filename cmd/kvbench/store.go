@@ -180,6 +180,8 @@ type StoreConfig struct {
 	DirectReads bool
 	// FixRule is kv.Options.FixRule (adaptkv stores).
 	FixRule kv.FixRule
+	// RecordAbsent is kv.Options.RecordAbsent (adaptkv stores).
+	RecordAbsent kv.RecordRule
 	// FixInline is kv.Options.FixInline (adaptkv stores).
 	FixInline bool
 	// RemoteCacheSize is kv.Options.RemoteCacheSize (adaptkv stores).

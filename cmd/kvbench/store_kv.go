@@ -41,6 +41,7 @@ func kvOptions(name string, cfg StoreConfig) *kv.Options {
 		TableFormat:              cfg.TableFormat,
 		DirectReads:              cfg.DirectReads,
 		FixRule:                  cfg.FixRule,
+		RecordAbsent:             cfg.RecordAbsent,
 		FixInline:                cfg.FixInline,
 		RemoteCacheSize:          cfg.RemoteCacheSize,
 	}
