@@ -3,6 +3,7 @@ package kv
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -129,19 +130,15 @@ func setOption(f reflect.Value, s string) error {
 		}
 		return err
 	case FixRule:
-		for r, n := range fixRuleNames {
-			if n == s {
-				f.Set(reflect.ValueOf(FixRule(r)))
-				return nil
-			}
+		if r := slices.Index(fixRuleNames[:], s); r >= 0 {
+			f.Set(reflect.ValueOf(FixRule(r)))
+			return nil
 		}
 		return fmt.Errorf("fix rule %q (want every, repeated, auto or cached)", s)
 	case RecordRule:
-		for r, n := range recordRuleNames {
-			if n == s {
-				f.Set(reflect.ValueOf(RecordRule(r)))
-				return nil
-			}
+		if r := slices.Index(recordRuleNames[:], s); r >= 0 {
+			f.Set(reflect.ValueOf(RecordRule(r)))
+			return nil
 		}
 		return fmt.Errorf("record rule %q (want auto, always or never)", s)
 	}
