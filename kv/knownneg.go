@@ -82,14 +82,14 @@ func (db *DB) fixAuto(key []byte) bool {
 	return db.kn.NewShare() < 0.5 || db.kn.Seen(key)
 }
 
-// recordsAbsent reports whether absent Gets are recorded
+// recordsAbsent reports whether absent Gets are recorded (db.kn is set)
 // (Options.RecordAbsent; RecordAuto: where a wasted probe is a device
 // read, or the fix rule or the policy reads the record).
 func (db *DB) recordsAbsent() bool {
-	switch {
-	case db.kn == nil || db.opts.RecordAbsent == RecordNever:
+	switch db.opts.RecordAbsent {
+	case RecordNever:
 		return false
-	case db.opts.RecordAbsent == RecordAlways:
+	case RecordAlways:
 		return true
 	}
 	return db.opts.DirectReads || db.opts.FixRule != FixEvery || (!db.policy.Adaptive() && db.policy.KnownNegatives())

@@ -216,14 +216,14 @@ type Options struct {
 	// Default DefaultKnownNegatives (65536, about 2.5 MiB); negative: off.
 	KnownNegatives int
 	// RecordAbsent says whether absent Gets are counted in the
-	// known-negative record (see RecordRule). Recording costs an absent
-	// Get about 25 ns in memory (a quarter of the cheapest one) and
-	// saves the wasted probes of keys asked again after the tables that
-	// fixed them were rewritten: worth it where a wasted probe is a
-	// device read, not where it is a block-cache hit. RecordAuto (the
-	// default) records with DirectReads, with a FixRule that reads the
-	// record, and for a policy that builds around known negatives
-	// (stacked).
+	// known-negative record (see RecordRule). Recording adds a sketch
+	// update to an absent Get and saves the wasted probes of keys asked
+	// again after the tables that fixed them were rewritten: worth it
+	// where a wasted probe is a device read, not where it is a
+	// block-cache hit (figures in docs/BENCHMARKS.md, "Which absent Gets
+	// feed the known-negative record"). RecordAuto (the default) records
+	// with DirectReads, with a FixRule that reads the record, and for a
+	// policy that builds around known negatives (stacked).
 	RecordAbsent RecordRule
 
 	// intraL0Ratio is compaction.Options.IntraL0Ratio: 0 takes

@@ -350,11 +350,10 @@ func (tc *tableCache) closeAll() error {
 			tc.closeLocked(e)
 		} else if e.r != nil {
 			tc.leaving[e] = struct{}{}
-			if tc.readOnly {
-				continue
-			}
-			if err := e.r.SaveState(); err != nil && tc.closeErr == nil {
-				tc.closeErr = err
+			if !tc.readOnly {
+				if err := e.r.SaveState(); err != nil && tc.closeErr == nil {
+					tc.closeErr = err
+				}
 			}
 		}
 	}
