@@ -14,10 +14,15 @@
 // global heap would give the same bound over the whole sketch, but
 // keeping it ordered costs a dozen cache misses per update, which the
 // absent-Get path cannot afford; a hit reads one line of tags (and a
-// counted one writes one line of counts). Counts age: every
-// 8 x capacity counted queries (or up to 1/8 more, see age) they are
-// halved, so keys that stop being asked fall behind the keys of a shifted
-// workload and are replaced. The sketch also tells whether absent keys
+// counted one writes one line of counts). A key not held takes a slot
+// only at its second sight: its first sets a bit in a doorkeeper (the
+// admission bitmap of TinyLFU, Einziger, Friedman and Manes 2017),
+// so absent keys asked once (existence checks of new keys, scans of a
+// wide key space) cost a bit, not an eviction and a copy of the key.
+// Counts age: every 8 x capacity counted queries (or up to 1/8 more, see
+// age) they are halved and the doorkeeper is cleared, so keys that stop
+// being asked fall behind the keys of a shifted workload and are
+// replaced. The sketch also tells whether absent keys
 // repeat (NewShare: the share of recent absent Gets whose key it did not
 // hold), which the store's FixAuto rule reads.
 package knownneg
@@ -42,28 +47,42 @@ import (
 // kvbench churn less well (set conflicts evicted some).
 const DefaultCapacity = 65536
 
-// Sampling says which Record calls are counted. One call in Every is
-// looked at at all (the others cost a random number). A looked-at hit (a
-// key already held) costs a hash and a read of one cache line (the tags);
-// one in HitEvery is counted, with weight Every x HitEvery (an atomic add
-// on another line, the counts'). A
-// looked-at miss (a key not held) takes the lock and a slot one time in
-// MissEvery, with weight Every x MissEvery. Counting hits sparsely keeps
-// the path cheap where it is hot (frequent keys are held); taking misses
-// keeps the coverage: a key asked k times is held after its first asks
-// with probability 1 - (1-1/(Every x MissEvery))^k.
+// Sampling says which Record calls are counted; each rate is a power of
+// two (New rounds up). One call in Every is looked at at all (the others
+// cost a random number). A looked-at hit (a key already held) costs a
+// hash and a read of one cache line (the tags); one in HitEvery is
+// counted, with weight Every x HitEvery (an atomic add on another line,
+// the counts'). A looked-at miss (a key not held) takes the lock and a
+// slot one time in MissEvery, with weight Every x MissEvery. Counting
+// hits sparsely keeps the path cheap where it is hot (frequent keys are
+// held); taking misses keeps the coverage: a key asked k times is held
+// after its first asks with probability 1 - (1-1/(Every x MissEvery))^k.
+//
+// With SecondSight, while nearly all the keys recorded lately were new
+// to the sketch (NewShare at least doorShare, checked as counts are), a
+// looked-at miss of a key whose doorkeeper bit is clear sets the bit and
+// takes no slot (it is counted as a miss all the same: aging and
+// NewShare see it); the key is taken at its next looked-at miss in the
+// same aging period, or at its first if other keys set its bit (at most
+// about one in five: see doorBitsPerSlot). While keys repeat, misses are
+// few and taking them at once keeps the coverage of keys asked once or
+// twice (each one new table's false positive spared when it comes back).
 type Sampling struct {
 	Every, HitEvery, MissEvery uint32
+	SecondSight                bool
 }
 
 // DefaultSampling is the store's sampling: one absent Get in 2 looked at,
 // one hit in 4 of those counted, every miss taken (a key asked 4 times is
-// held with probability 94%, 8 times 99.6%). Measured on kvbench churn
-// (taf, wasted probes against the ideal bound): every Get looked at
-// 0.8-0.9x, one in 2 1.0-1.1x, one in 4 1.7x; one in 2 costs no
-// measurable throughput there, and about 30% of the cheapest absent Get
-// (one table, all in memory: BenchmarkGetAbsentKnownNegatives).
-var DefaultSampling = Sampling{Every: 2, HitEvery: 4, MissEvery: 1}
+// held with probability 94%, 8 times 99.6%), but at its second sight
+// while nearly all absent keys are new: a stream of keys asked once
+// (existence checks of new keys, a scan of a wide key space) then costs
+// a doorkeeper bit per Get looked at, not an eviction and a copy of its
+// key. Measured on kvbench churn (taf, wasted probes against the ideal
+// bound): every Get looked at 0.8-0.9x, one in 2 1.0-1.1x, one in 4
+// 1.7x; with aprefix, misses taken at their second sight whatever the
+// keys do 1.5-2.0x, against 1.1-1.3x.
+var DefaultSampling = Sampling{Every: 2, HitEvery: 4, MissEvery: 1, SecondSight: true}
 
 // NoSampling counts every Record.
 var NoSampling = Sampling{Every: 1, HitEvery: 1, MissEvery: 1}
@@ -133,15 +152,23 @@ type Sketch struct {
 	// one stripe may draw the same number, which sampling does not mind.
 	rng     [rngStripes]rngState
 	setMask uint64
-	tags    []tagSet        // per set
-	counts  []countSet      // per set
-	counted striped.Counter // counted weight since the last aging (striped: every sampled hit adds)
-	held    atomic.Int64    // slots in use
+	tags    []tagSet   // per set
+	counts  []countSet // per set
+	// door is the doorkeeper (Sampling.SecondSight; nil without): one bit
+	// per key hash (doorIndex), set at a key's first looked-at miss,
+	// cleared when counts age.
+	door     []atomic.Uint64
+	doorOn   atomic.Bool     // the doorkeeper is in use (SecondSight, most recent keys new)
+	doorBits uint            // log2 of the doorkeeper's bits
+	counted  striped.Counter // counted weight since the last aging (striped: every sampled hit adds)
+	held     atomic.Int64    // slots in use
 	// aged is the counted weight of the aging periods past (under mu) and
-	// missed the counted weight of the misses taken (keys not held), both
-	// since New: NewShare's window reads them.
-	aged, missed atomic.Uint64
-	share        struct {
+	// missed the counted weight of the misses (keys not held: taken, or
+	// first sights; striped, as every first sight adds), both since New:
+	// NewShare's window reads them.
+	aged   atomic.Uint64
+	missed striped.Counter
+	share  struct {
 		sync.Mutex
 		counted, missed uint64  // at the start of the current window
 		last            float64 // the last full window's share
@@ -167,7 +194,7 @@ type Sketch struct {
 
 // New returns an empty sketch holding at most capacity keys (capacity <= 0:
 // DefaultCapacity; rounded up to a power of two of at least 8) that counts
-// the Record calls sampling selects (zero fields: 1).
+// the Record calls sampling selects (zero fields: 1; each rate rounded up to a power of two).
 func New(capacity int, sampling Sampling) *Sketch {
 	if capacity <= 0 {
 		capacity = DefaultCapacity
@@ -176,9 +203,9 @@ func New(capacity int, sampling Sampling) *Sketch {
 	if capacity > ways {
 		sets = 1 << bits.Len(uint((capacity+ways-1)/ways-1))
 	}
-	sampling.Every = max(sampling.Every, 1)
-	sampling.HitEvery = max(sampling.HitEvery, 1)
-	sampling.MissEvery = max(sampling.MissEvery, 1)
+	sampling.Every = powerOfTwo(sampling.Every)
+	sampling.HitEvery = powerOfTwo(sampling.HitEvery)
+	sampling.MissEvery = powerOfTwo(sampling.MissEvery)
 	sk := &Sketch{
 		sampling: sampling,
 		seed:     rand.Uint64(),
@@ -187,10 +214,23 @@ func New(capacity int, sampling Sampling) *Sketch {
 		counts:   make([]countSet, sets),
 		keys:     make([]string, sets*ways),
 	}
+	if sampling.SecondSight {
+		sk.doorBits = uint(bits.Len(uint(sets*ways*doorBitsPerSlot - 1)))
+		sk.door = make([]atomic.Uint64, 1<<(sk.doorBits-6))
+	}
 	for i := range sk.rng {
 		sk.rng[i].x.Store(rand.Uint64() | 1)
 	}
 	return sk
+}
+
+// powerOfTwo returns the least power of two at least n (1 for 0), at most
+// 2^31.
+func powerOfTwo(n uint32) uint32 {
+	if n <= 1 {
+		return 1
+	}
+	return 1 << min(bits.Len32(n-1), 31)
 }
 
 // SetSeed makes a new sketch deterministic, for tests: seed is its hash
@@ -217,7 +257,40 @@ func (s *Sketch) Len() int { return int(s.held.Load()) }
 func (s *Sketch) SizeBytes() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return int64(len(s.keys)*slotBytes + s.keyBytes)
+	return int64(len(s.keys)*slotBytes + len(s.door)*8 + s.keyBytes)
+}
+
+// doorShare is the share of new keys (NewShare) from which the
+// doorkeeper is in use: a stream of keys nearly all asked once. Lower, it
+// stayed in use for the first windows after a scan of new keys, while a
+// hot set was coming in, and kvbench churn then wasted a quarter more
+// probes (its keys asked once or twice not recorded).
+const doorShare = 0.9
+
+// doorBitsPerSlot is the doorkeeper's size (Sampling.SecondSight). An
+// aging period counts a weight of 8 per slot and a miss weighs at least
+// 1, so at most 8 first sights per slot set bits between two clearings:
+// with 32 bits per slot at most 1-e^(-1/4), 22% of the bits, are set
+// when the doorkeeper is cleared, and a key unseen since is admitted at
+// its first sight with that chance (11% on average over the period).
+const doorBitsPerSlot = 32
+
+// firstSight reports whether the key of hash h has not been seen since
+// the doorkeeper was last cleared, and marks it seen. Without a
+// doorkeeper every sight is a second one.
+func (s *Sketch) firstSight(h uint64) bool {
+	if s.door == nil {
+		return false
+	}
+	// Multiply-shift: the index depends on all of h's bits, not on the
+	// low ones that pick the set or the high ones of the tag alone.
+	i := (h * 0x9E3779B97F4A7C15) >> (64 - s.doorBits)
+	w, bit := &s.door[i>>6], uint64(1)<<(i&63)
+	if w.Load()&bit != 0 {
+		return false
+	}
+	w.Or(bit)
+	return true
 }
 
 // Record notes that a Get found key absent (see Sampling). key is not
@@ -225,12 +298,15 @@ func (s *Sketch) SizeBytes() int64 {
 func (s *Sketch) Record(key []byte) {
 	// One random draw serves both sampling decisions: its low half decides
 	// whether the call is looked at, its high half whether a hit is
-	// counted or a miss taken (exact for rates that are powers of two, as
-	// the defaults are; otherwise off by at most rate/2^32).
-	r := s.random()
+	// counted or a miss taken. It is drawn only when a rate above 1 asks
+	// for it (the rates are powers of two: masks, not divisions).
+	var r uint64
 	every := s.sampling.Every
-	if every > 1 && uint32(r)%every != 0 {
-		return
+	if every > 1 {
+		r = s.random()
+		if uint32(r)&(every-1) != 0 {
+			return
+		}
 	}
 	h := hash(s.seed, key)
 	set := h & s.setMask
@@ -238,17 +314,35 @@ func (s *Sketch) Record(key []byte) {
 	tag := uint32(h>>32) | 1
 	for w := range ways {
 		if tags[w].Load() == tag {
-			if e := s.sampling.HitEvery; e == 1 || uint32(r>>32)%e == 0 {
-				s.counts[set][w].Add(every * e)
-				s.age(uint64(every * e))
+			e := s.sampling.HitEvery
+			if e > 1 && !s.drawn(&r, every, e) {
+				return
 			}
+			s.counts[set][w].Add(every * e)
+			s.age(uint64(every * e))
 			return
 		}
 	}
-	if e := s.sampling.MissEvery; e > 1 && uint32(r>>32)%e != 0 {
+	if e := s.sampling.MissEvery; e > 1 && !s.drawn(&r, every, e) {
+		return
+	}
+	if s.doorOn.Load() && s.firstSight(h) {
+		weight := uint64(every * s.sampling.MissEvery)
+		s.missed.Add(int64(weight))
+		s.age(weight)
 		return
 	}
 	s.takeMiss(h, key)
+}
+
+// drawn decides the second sampling of a Record call at rate e (a power
+// of two above 1) from the high half of *r, drawing *r first if the
+// call's first decision (at rate every) did not.
+func (s *Sketch) drawn(r *uint64, every, e uint32) bool {
+	if every == 1 {
+		*r = s.random()
+	}
+	return uint32(*r>>32)&(e-1) == 0
 }
 
 // takeMiss gives key (hash h), which the sketch does not hold, a slot
@@ -260,7 +354,7 @@ func (s *Sketch) takeMiss(h uint64, key []byte) {
 	}
 	weight := uint64(s.sampling.Every * s.sampling.MissEvery)
 	s.insertLocked(h, key, weight, true)
-	s.missed.Add(weight)
+	s.missed.Add(int64(weight))
 	s.mu.Unlock()
 	s.age(weight)
 }
@@ -322,11 +416,19 @@ const agingChecks = 256
 // striped.Stripes x period/agingChecks (1/8 of it) later (more if the
 // lock is busy at a check), never earlier.
 func (s *Sketch) age(weight uint64) {
+	// The period and the step are powers of two (len(s.keys) is one).
 	period := int64(agingPeriod * len(s.keys))
-	step := max(period/agingChecks, 1)
+	shift := max(bits.Len(uint(period/agingChecks))-1, 0)
 	w := int64(weight)
 	n := s.counted.Add(w)
-	if n/step == (n-w)/step || s.counted.Load() < period || !s.mu.TryLock() {
+	if n>>shift == (n-w)>>shift {
+		return
+	}
+	if s.door != nil && s.share.TryLock() {
+		s.shareLocked()
+		s.share.Unlock()
+	}
+	if s.counted.Load() < period || !s.mu.TryLock() {
 		return
 	}
 	defer s.mu.Unlock()
@@ -340,6 +442,9 @@ func (s *Sketch) age(weight uint64) {
 			// hint, not a count anyone relies on.
 			c.Store(c.Load() / 2)
 		}
+	}
+	for i := range s.door {
+		s.door[i].Store(0)
 	}
 	s.aged.Add(uint64(s.counted.Load()))
 	s.counted.Reset()
@@ -357,13 +462,22 @@ const shareWindow = 4096
 func (s *Sketch) NewShare() float64 {
 	s.share.Lock()
 	defer s.share.Unlock()
+	s.shareLocked()
+	return s.share.last
+}
+
+// shareLocked closes the current window of NewShare if it is full, and
+// turns the doorkeeper on while most keys are new (Sampling.SecondSight).
+func (s *Sketch) shareLocked() {
 	counted := s.aged.Load() + uint64(s.counted.Load())
 	if d := counted - s.share.counted; d >= shareWindow && counted > s.share.counted {
-		missed := s.missed.Load()
+		missed := uint64(s.missed.Load())
 		s.share.last = min(float64(missed-s.share.missed)/float64(d), 1)
 		s.share.counted, s.share.missed = counted, missed
+		if s.door != nil {
+			s.doorOn.Store(s.share.last >= doorShare)
+		}
 	}
-	return s.share.last
 }
 
 // insertLocked counts key (hash h) weight times, the Space-Saving update

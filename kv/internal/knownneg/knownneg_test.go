@@ -2,6 +2,7 @@ package knownneg
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -92,7 +93,8 @@ func TestRecordSamples(t *testing.T) {
 	require.InDelta(t, float64(n), float64(s.Count(key(1))), 4*w*math.Sqrt(n/w*(1-1/w))+w)
 	require.Equal(t, 1, s.Len())
 
-	// Misses are taken one in Every x MissEvery: of 1000 keys asked twice
+	// Misses are taken one in Every x MissEvery (the doorkeeper is off:
+	// no window of NewShare has closed yet): of 1000 keys asked twice
 	// each, a share 1-(1-1/(Every x MissEvery))^2 is held.
 	for i := range 1000 {
 		s.Record(key(10 + i))
@@ -100,6 +102,76 @@ func TestRecordSamples(t *testing.T) {
 	}
 	p := 1 - math.Pow(1-1/float64(DefaultSampling.Every*DefaultSampling.MissEvery), 2)
 	require.InDelta(t, 1000*p, s.Len()-1, 4*math.Sqrt(1000*p*(1-p)))
+}
+
+// TestSecondSight: while most recorded keys are new, a key not held takes
+// a slot at its second miss, not its first; the doorkeeper forgets first
+// sights when counts age, and goes out of use when keys repeat.
+func TestSecondSight(t *testing.T) {
+	every := Sampling{Every: 1, HitEvery: 1, MissEvery: 1, SecondSight: true}
+	s := New(DefaultCapacity, every)
+	next := 0 // keys below next were asked
+	fresh := func(n int) {
+		for range n {
+			s.Record(key(next))
+			next++
+		}
+	}
+	// Until a window of NewShare closes every miss takes a slot.
+	fresh(100)
+	require.Equal(t, 100, s.Len())
+	fresh(10_000)
+	require.Greater(t, s.NewShare(), 0.99)
+	held := s.Len()
+	require.Less(t, held, 10_000) // the doorkeeper came into use
+	first := next
+	fresh(500)
+	// A first sight is admitted only if earlier keys set its bit: at
+	// most 10600 x 500 / 2^21 = 2.5 of them here on average.
+	require.LessOrEqual(t, s.Len()-held, 12)
+	for i := range 500 {
+		s.Record(key(first + i))
+	}
+	for i := range 500 {
+		require.True(t, s.Contains(key(first+i)), "key %d", first+i)
+	}
+
+	// Aging clears the doorkeeper: keys seen once before the counts
+	// halve are seen for the first time after (unless keys asked since
+	// set their bits: at most 1-e^(-600/2048), a quarter, here).
+	s = New(64, every) // ages every 8 x 64 counted queries
+	next = 0
+	fresh(5000)
+	require.True(t, s.doorOn.Load())
+	var seen [][]byte
+	for i := range 50 {
+		k := []byte(fmt.Sprintf("seen-%d", i))
+		s.Record(k)
+		seen = append(seen, k)
+	}
+	fresh(600) // an aging period and more
+	newAgain := 0
+	for _, k := range seen {
+		s.Record(k)
+		if !s.Contains(k) {
+			newAgain++
+		}
+	}
+	require.GreaterOrEqual(t, newAgain, 25)
+
+	// Keys that repeat turn the doorkeeper off: a new key is taken at its
+	// first sight again.
+	for range 3 {
+		for _, k := range seen[:8] {
+			for range 200 {
+				s.Record(k)
+			}
+		}
+	}
+	require.Less(t, s.NewShare(), 0.5)
+	require.False(t, s.doorOn.Load())
+	s.Record(key(1 << 30))
+	require.True(t, s.Contains(key(1<<30)))
 }
 
 func TestSnapshotSorted(t *testing.T) {
@@ -205,13 +277,17 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
+// BenchmarkRecord measures Record with the default capacity and
+// sampling: "uniform" cycles through 64k keys drawn from 1M, "fresh" asks
+// keys that never repeat, "zipf" cycles through a Zipfian stream of 64k.
 func BenchmarkRecord(b *testing.B) {
-	for _, dist := range []string{"uniform", "zipf"} {
+	for _, dist := range []string{"uniform", "fresh", "zipf"} {
 		b.Run(dist, func(b *testing.B) {
 			var stream [][]byte
-			if dist == "zipf" {
+			switch dist {
+			case "zipf":
 				stream = zipfStream(6, 1_000_000, 1<<16, 1.1)
-			} else {
+			case "uniform":
 				r := rand.New(rand.NewPCG(6, 6))
 				stream = make([][]byte, 1<<16)
 				for i := range stream {
@@ -219,9 +295,14 @@ func BenchmarkRecord(b *testing.B) {
 				}
 			}
 			s := New(DefaultCapacity, DefaultSampling)
+			k := make([]byte, 8)
 			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
+			for i := 0; b.Loop(); i++ {
+				if stream == nil {
+					binary.LittleEndian.PutUint64(k, uint64(i))
+					s.Record(k)
+					continue
+				}
 				s.Record(stream[i&(1<<16-1)])
 			}
 		})
