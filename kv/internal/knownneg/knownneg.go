@@ -14,17 +14,18 @@
 // global heap would give the same bound over the whole sketch, but
 // keeping it ordered costs a dozen cache misses per update, which the
 // absent-Get path cannot afford; a hit reads one line of tags (and a
-// counted one writes one line of counts). A key not held takes a slot
-// only at its second sight: its first sets a bit in a doorkeeper (the
-// admission bitmap of TinyLFU, Einziger, Friedman and Manes 2017),
-// so absent keys asked once (existence checks of new keys, scans of a
-// wide key space) cost a bit, not an eviction and a copy of the key.
-// Counts age: every 8 x capacity counted queries (or up to 1/8 more, see
-// age) they are halved and the doorkeeper is cleared, so keys that stop
-// being asked fall behind the keys of a shifted workload and are
-// replaced. The sketch also tells whether absent keys
-// repeat (NewShare: the share of recent absent Gets whose key it did not
-// hold), which the store's FixAuto rule reads.
+// counted one writes one line of counts). While nearly all the absent
+// keys are new, a key not held takes a slot only at its second sight:
+// its first sets a bit in a doorkeeper (the admission bitmap of TinyLFU,
+// Einziger, Friedman and Manes 2017), so keys asked once (existence
+// checks of new keys, scans of a wide key space) cost a bit, not an
+// eviction and a copy of the key. Counts age: every 8 x capacity counted
+// queries (or up to 1/8 more, see age) they are halved and the
+// doorkeeper is cleared, so keys that stop being asked fall behind the
+// keys of a shifted workload and are replaced. The sketch also tells
+// whether absent keys repeat (NewShare: the share of recent absent Gets
+// whose key it did not hold), which the doorkeeper and the store's
+// FixAuto rule read.
 package knownneg
 
 import (
@@ -154,11 +155,11 @@ type Sketch struct {
 	setMask uint64
 	tags    []tagSet   // per set
 	counts  []countSet // per set
-	// door is the doorkeeper (Sampling.SecondSight; nil without): one bit
-	// per key hash (doorIndex), set at a key's first looked-at miss,
+	// door is the doorkeeper (Sampling.SecondSight; nil without): a bit
+	// per key hash (firstSight), set at a key's first looked-at miss,
 	// cleared when counts age.
 	door     []atomic.Uint64
-	doorOn   atomic.Bool     // the doorkeeper is in use (SecondSight, most recent keys new)
+	doorOn   atomic.Bool     // the doorkeeper is in use (nearly all recent keys new: doorShare)
 	doorBits uint            // log2 of the doorkeeper's bits
 	counted  striped.Counter // counted weight since the last aging (striped: every sampled hit adds)
 	held     atomic.Int64    // slots in use
@@ -194,7 +195,8 @@ type Sketch struct {
 
 // New returns an empty sketch holding at most capacity keys (capacity <= 0:
 // DefaultCapacity; rounded up to a power of two of at least 8) that counts
-// the Record calls sampling selects (zero fields: 1; each rate rounded up to a power of two).
+// the Record calls sampling selects (each rate rounded up to a power of
+// two; zero fields: 1).
 func New(capacity int, sampling Sampling) *Sketch {
 	if capacity <= 0 {
 		capacity = DefaultCapacity
