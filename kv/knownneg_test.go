@@ -351,6 +351,24 @@ func TestFixRepeated(t *testing.T) {
 	require.ErrorIs(t, (&Options{FixRule: 9}).Validate(), ErrInvalidOptions)
 }
 
+// TestFixDefault: the zero FixRule is FixCached with DirectReads and
+// FixEvery without; a rule set explicitly stays.
+func TestFixDefault(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		want FixRule
+	}{
+		{Options{}, FixEvery},
+		{Options{DirectReads: true}, FixCached},
+		{Options{DirectReads: true, FixRule: FixEvery}, FixEvery},
+		{Options{FixRule: FixAuto}, FixAuto},
+	} {
+		o, err := c.o.withDefaults()
+		require.NoError(t, err)
+		require.Equal(t, c.want, o.FixRule, "%+v", c.o)
+	}
+}
+
 // TestFixCached: under FixRule FixCached a false positive of a key the
 // known-negative record does not hold goes to its table's cache of false
 // positives (no fix, no remote read), and the key's next Gets cost no

@@ -161,7 +161,8 @@ type Options struct {
 	MaxConcurrentCompactions int
 	// FixRule says which false positives an adaptive filter fixes (a fix
 	// reads the table's remote section: on cold storage a device read).
-	// FixEvery (the default): every one, the adaptive filters' guarantee
+	// FixDefault (zero): FixCached with DirectReads, FixEvery without.
+	// FixEvery: every one, the adaptive filters' guarantee
 	// that a repeated key is a false positive once per table. FixRepeated:
 	// only a key the known-negative record holds (see KnownNegatives; a
 	// false positive of a key it does not hold takes a slot in it), so a
@@ -183,8 +184,9 @@ type Options struct {
 	// memory), so a key that
 	// comes back costs no probe while the cache holds it, and is fixed
 	// when it comes back after; for cold storage, where each fix is a
-	// device read (in memory FixEvery is faster). With the record off
-	// every rule is FixEvery.
+	// device read (in memory FixEvery is faster; figures in
+	// docs/BENCHMARKS.md, "The fix rule with DirectReads"). With the
+	// record off every rule is FixEvery.
 	FixRule FixRule
 	// FixInline makes the Get that meets a false positive fix it before
 	// it returns (the remote read and the adaptation on the Get's time).
@@ -239,8 +241,11 @@ type Options struct {
 type FixRule uint8
 
 const (
-	// FixEvery fixes every false positive (the default).
-	FixEvery FixRule = iota
+	// FixDefault is FixCached with DirectReads and FixEvery without (the
+	// default; Open writes the rule it chose in the OPTIONS file).
+	FixDefault FixRule = iota
+	// FixEvery fixes every false positive.
+	FixEvery
 	// FixRepeated fixes the false positives of keys the known-negative
 	// record holds.
 	FixRepeated
@@ -373,6 +378,12 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.RemoteCacheSize == 0 {
 		o.RemoteCacheSize = o.BlockCacheSize / 16
+	}
+	if o.FixRule == FixDefault {
+		o.FixRule = FixEvery
+		if o.DirectReads {
+			o.FixRule = FixCached
+		}
 	}
 	if o.MemTableSize == 0 {
 		o.MemTableSize = 4 << 20

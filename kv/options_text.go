@@ -12,7 +12,7 @@ import (
 )
 
 // fixRuleNames are FixRule's names in text.
-var fixRuleNames = [...]string{FixEvery: "every", FixRepeated: "repeated", FixAuto: "auto", FixCached: "cached"}
+var fixRuleNames = [...]string{FixDefault: "default", FixEvery: "every", FixRepeated: "repeated", FixAuto: "auto", FixCached: "cached"}
 
 // String names the rule ("every", "repeated", "auto", "cached").
 func (r FixRule) String() string {

@@ -46,7 +46,7 @@ func TestOptionsText(t *testing.T) {
 				f.Set(reflect.ValueOf(sstable.Format(rng.IntN(2))))
 				continue
 			case FixRule:
-				f.Set(reflect.ValueOf(FixRule(rng.IntN(4))))
+				f.Set(reflect.ValueOf(FixRule(rng.IntN(int(FixCached) + 1))))
 				continue
 			case RecordRule:
 				f.Set(reflect.ValueOf(RecordRule(rng.IntN(3))))

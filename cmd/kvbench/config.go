@@ -95,7 +95,7 @@ func recordRuleText(r kv.RecordRule) string {
 }
 
 // fixRules are -fix's values.
-var fixRules = map[string]kv.FixRule{"auto": kv.FixAuto, "every": kv.FixEvery, "repeated": kv.FixRepeated, "cached": kv.FixCached}
+var fixRules = map[string]kv.FixRule{"default": kv.FixDefault, "auto": kv.FixAuto, "every": kv.FixEvery, "repeated": kv.FixRepeated, "cached": kv.FixCached}
 
 func fixRuleText(r kv.FixRule, inline bool) string {
 	which, when := "every one", "in the background"
