@@ -76,8 +76,9 @@ func askAbsent(t *testing.T, db *DB, absent int) uint64 {
 // The stacked policy does not adapt (every round pays the same), but the
 // tables the compaction writes are stacked around the known negatives.
 func TestFixesSurviveCompaction(t *testing.T) {
-	// Each hot key is asked 32 times: the record takes a key at its second
-	// sight, so nearly all are held.
+	// Each hot key is asked 32 times: the record takes a key at its first
+	// looked-at sight (its second while nearly all keys are new, as in
+	// the first round), so nearly all are held.
 	present, absent, rounds := 300_000, 40_000, 32
 	if testing.Short() {
 		present, absent = 100_000, 20_000
