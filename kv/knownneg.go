@@ -23,7 +23,7 @@ const knownNegFileName = "KNOWNNEG"
 // DefaultKnownNegatives is the default of Options.KnownNegatives.
 const DefaultKnownNegatives = knownneg.DefaultCapacity
 
-// MaxKnownNegatives bounds Options.KnownNegatives (about 2.5 GiB of
+// MaxKnownNegatives bounds Options.KnownNegatives (about 2.8 GiB of
 // record with 16-byte keys).
 const MaxKnownNegatives = 1 << 26
 

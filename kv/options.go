@@ -208,14 +208,14 @@ type Options struct {
 	DirectReads bool
 	// KnownNegatives bounds the absent keys the store remembers (the keys
 	// Get most often found absent after consulting a table, kept by a
-	// heavy-hitter sketch with aging, about 40 bytes each with 16-byte
+	// heavy-hitter sketch with aging, about 44 bytes each with 16-byte
 	// keys). Every table a flush or compaction writes is pre-adapted
 	// against those in its key range, so adaptive filters do not forget
 	// them; the record is saved on Close and loaded by Open (a missing or
 	// damaged file means an empty record, see DB.KnownNegativesError).
 	// Only a policy that adapts or builds around known negatives (stacked)
 	// uses the record; with any other the store keeps none.
-	// Default DefaultKnownNegatives (65536, about 2.5 MiB); negative: off.
+	// Default DefaultKnownNegatives (65536, about 2.8 MiB); negative: off.
 	KnownNegatives int
 	// RecordAbsent says whether absent Gets are counted in the
 	// known-negative record (see RecordRule). Recording adds a sketch
