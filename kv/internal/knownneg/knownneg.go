@@ -279,12 +279,9 @@ const doorShare = 0.9
 const doorBitsPerSlot = 32
 
 // firstSight reports whether the key of hash h has not been seen since
-// the doorkeeper was last cleared, and marks it seen. Without a
-// doorkeeper every sight is a second one.
+// the doorkeeper was last cleared, and marks it seen. Called only while
+// doorOn, which is set only for a sketch with a doorkeeper.
 func (s *Sketch) firstSight(h uint64) bool {
-	if s.door == nil {
-		return false
-	}
 	// Multiply-shift: the index depends on all of h's bits, not on the
 	// low ones that pick the set or the high ones of the tag alone.
 	i := (h * 0x9E3779B97F4A7C15) >> (64 - s.doorBits)
