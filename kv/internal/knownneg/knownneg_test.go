@@ -104,7 +104,7 @@ func TestRecordSamples(t *testing.T) {
 	require.InDelta(t, 1000*p, s.Len()-1, 4*math.Sqrt(1000*p*(1-p)))
 }
 
-// TestSecondSight: while most recorded keys are new, a key not held takes
+// TestSecondSight: while nearly all recorded keys are new, a key not held takes
 // a slot at its second miss, not its first; the doorkeeper forgets first
 // sights when counts age, and goes out of use when keys repeat.
 func TestSecondSight(t *testing.T) {
