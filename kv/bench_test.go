@@ -13,8 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func benchKey(i int) []byte {
-	return binary.BigEndian.AppendUint64([]byte("user"), uint64(i)*0x9E3779B97F4A7C15)
+func benchKey(i int) []byte { return appendBenchKey(nil, i) }
+
+// appendBenchKey appends benchKey(i) to dst.
+func appendBenchKey(dst []byte, i int) []byte {
+	return binary.BigEndian.AppendUint64(append(dst, "user"...), uint64(i)*0x9E3779B97F4A7C15)
 }
 
 func benchDB(b *testing.B, fs vfs.FS, n int) *DB {
@@ -163,7 +166,7 @@ func BenchmarkGetAbsentKnownNegatives(b *testing.B) {
 						k = keys[i&(1<<16-1)]
 					} else {
 						fresh++
-						k = binary.BigEndian.AppendUint64(append(buf[:0], "user"...), uint64(20*n+2*fresh+1)*0x9E3779B97F4A7C15)
+						k = appendBenchKey(buf[:0], 20*n+2*fresh+1)
 					}
 					if _, err := db.Get(k); err != ErrNotFound {
 						b.Fatal(err)
