@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/adaptkv/adaptkv/cmd/kvbench/internal/ycsb"
+	"github.com/adaptkv/adaptkv/kv"
 	"github.com/adaptkv/adaptkv/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
@@ -237,6 +238,9 @@ func TestBadArguments(t *testing.T) {
 		{"-table-format", "diagonal"},
 		{"-peer-memtable-size", "100"},
 		{"-peer-memtable-size", "-1"},
+		{"-cache-size", "65536"},
+		{"-value-size", "-1"},
+		{"-value-size", "2000000"},
 		{"-fix", "sometimes"},
 		{"-read", "scan"},
 		{"-write", "-write-values", "0"},
@@ -484,6 +488,29 @@ func TestTarget(t *testing.T) {
 	require.Equal(t, uint64(3000), r.Ops)
 	require.GreaterOrEqual(t, r.Seconds, 0.1499-pacerSlack.Seconds())
 	require.LessOrEqual(t, r.OpsPerSec, 3000/(0.1499-pacerSlack.Seconds()))
+}
+
+// TestCacheAndValueSize: -cache-size sets every store's block cache (the
+// adaptkv store's and the Pebble peer's), -value-size the records' values.
+func TestCacheAndValueSize(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"-policies", "bloom,pebble", "-workloads", "c", "-records", "3000", "-ops", "200",
+		"-calibrate", "100", "-memtable-size", "16384", "-cache-size", "3145728", "-value-size", "40", "-dir", dir, "-q"}
+	var out bytes.Buffer
+	require.NoError(t, run(args, &out, &out))
+	require.Contains(t, out.String(), "block cache 3 MiB")
+	for _, store := range []string{"bloom", "pebble"} {
+		m, ok := readMarker(filepath.Join(dir, store))
+		require.True(t, ok, store)
+		require.Equal(t, int64(3<<20), m.Config.BlockCacheSize, store)
+		require.Equal(t, 40, m.ValueSize, store)
+	}
+	db, err := kv.Open(filepath.Join(dir, "bloom", "db"), &kv.Options{FilterPolicy: "bloom", ReadOnly: true})
+	require.NoError(t, err)
+	v, err := db.Get(ycsb.Key(0))
+	require.NoError(t, err)
+	require.Len(t, v, 40)
+	require.NoError(t, db.Close())
 }
 
 // TestPeerMemTableSize: -peer-memtable-size sets only the Pebble peers'

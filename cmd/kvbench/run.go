@@ -30,6 +30,8 @@ const (
 	defaultTargetFile = 2 << 20
 	defaultL0Trigger  = 4
 	defaultCache      = 64 << 20
+	// maxValueSize bounds -value-size (a record is one value).
+	maxValueSize = 1 << 20
 )
 
 const usageText = `kvbench compares filter policies on read amplification and its cost.
@@ -49,7 +51,7 @@ Load: 80%% of the records are bulk-loaded and compacted into the last level,
 the other 20%% are written through memtable flushes and compactions on top,
 so a read consults several tables. Every store gets the same LSM options:
 %d MiB memtables, %d MiB tables, L0 trigger %d, level size ratio 10,
-%d MiB block cache; the first level below L0 holds memtable x L0 trigger x 4
+%d MiB block cache (-cache-size); the first level below L0 holds memtable x L0 trigger x 4
 bytes (adaptkv's rule, which the Pebble peer copies through LBaseMaxBytes).
 The Pebble peers also run with the adaptkv store's memtable and L0 stall
 thresholds, compaction concurrency and open-table bound; the run header
@@ -112,6 +114,8 @@ type options struct {
 	fixInline               bool
 	read                    string // -read: get or seekprefix
 	remoteCache             int64
+	cacheSize               int64 // -cache-size: every store's block cache
+	valueSize               int   // -value-size: 0 keeps the workloads' own
 	writeMode               bool
 	write                   writeFlags
 	quiet                   bool
@@ -146,6 +150,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.plot, "plot", "", "draw wasted probes and ops/s per policy to FILE.svg or FILE.png")
 	fs.IntVar(&o.memTable, "memtable-size", defaultMemTable, "memtable size in bytes")
 	fs.IntVar(&o.peerMemTable, "peer-memtable-size", 0, "memtable size in bytes of the Pebble peers (0: -memtable-size; their level sizes and bulk load stay those of\n-memtable-size): an adaptkv store holds one more memtable while L0 is deep (kv.Options.MergeFlushL0Depth);\nthe memtbl MiB column shows each store's peak")
+	fs.Int64Var(&o.cacheSize, "cache-size", defaultCache, "block cache size in bytes of every store (the Pebble peers' too); with -direct the only cache of table\nblocks, so a data set larger than it makes a wasted probe a device read")
+	fs.IntVar(&o.valueSize, "value-size", 0, "bytes of every record's value, loaded and written (0: each workload's fieldcount x fieldlength)")
 	fs.IntVar(&o.targetFile, "target-file-size", defaultTargetFile, "target table size in bytes")
 	fs.StringVar(&o.tableFormat, "table-format", "columnar", "block layout of the adaptkv stores' tables: columnar or row (kv.Options.TableFormat;\ntheir flushes write row blocks either way; the Pebble peers write Pebble's default, row)")
 	fs.IntVar(&o.calibrate, "calibrate", 20000, "fresh keys per calibration pass (eps and checks per Get for the FP bound)")
@@ -180,6 +186,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		(o.peerMemTable != 0 && o.peerMemTable < 1<<10) {
 		return errors.New("-threads, -bits, -calibrate, -repeat must be positive; -memtable-size, -target-file-size at least 1 KiB, -peer-memtable-size 0 or at least 1 KiB")
 	}
+	if o.cacheSize < 1<<20 {
+		return fmt.Errorf("-cache-size %d: want at least 1 MiB", o.cacheSize)
+	}
+	if o.valueSize < 0 || o.valueSize > maxValueSize {
+		return fmt.Errorf("-value-size %d: want 0 (the workloads' own) to %d", o.valueSize, maxValueSize)
+	}
 	tableFormat, err := sstable.ParseFormat(o.tableFormat)
 	if err != nil {
 		return fmt.Errorf("-table-format: %w", err)
@@ -202,6 +214,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if !o.recordsSet {
 		o.records = workloads[0].RecordCount
+	}
+	if o.valueSize > 0 {
+		for _, w := range workloads {
+			w.FieldCount, w.FieldLength = 1, o.valueSize
+		}
 	}
 	if o.records == 0 {
 		return errors.New("-records must be positive")
