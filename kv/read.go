@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
 	"github.com/adaptkv/adaptkv/kv/internal/striped"
@@ -255,8 +254,7 @@ func (db *DB) getIn(rs readView, key []byte) ([]byte, error) {
 	}
 	// Then one table per level (two if a key's versions end one table and
 	// start the next, which the compaction package never produces).
-	for lvl := 1; lvl < compaction.NumLevels; lvl++ {
-		ts := rs.v.levels[lvl]
+	for _, ts := range rs.v.belowL0 {
 		i := sort.Search(len(ts), func(i int) bool { return bytes.Compare(ts[i].Largest.UserKey, key) >= 0 })
 		for ; i < len(ts) && bytes.Compare(ts[i].Smallest.UserKey, key) <= 0; i++ {
 			probed = true

@@ -18,8 +18,11 @@ type version struct {
 	// reads: one binary search per sublevel instead of a look at every L0
 	// table, which flush splitting multiplies.
 	l0Sublevels [][]*base.TableMeta
-	refs        atomic.Int32
-	db          *DB
+	// belowL0 is levels 1.. that hold tables, top down: a point read
+	// visits only these (the levels above the base level hold none).
+	belowL0 [][]*base.TableMeta
+	refs    atomic.Int32
+	db      *DB
 }
 
 // l0Sublevels arranges L0 (oldest first) into sublevels, Pebble's scheme: a
@@ -64,6 +67,11 @@ func (v *version) unref() {
 // counts its tables.
 func (db *DB) newVersion(levels [compaction.NumLevels][]*base.TableMeta) *version {
 	v := &version{levels: levels, l0Sublevels: l0Sublevels(levels[0]), db: db}
+	for _, ts := range levels[1:] {
+		if len(ts) > 0 {
+			v.belowL0 = append(v.belowL0, ts)
+		}
+	}
 	v.refs.Store(1)
 	db.refs.mu.Lock()
 	for _, ts := range levels {
