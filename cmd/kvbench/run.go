@@ -51,8 +51,9 @@ Load: 80%% of the records are bulk-loaded and compacted into the last level,
 the other 20%% are written through memtable flushes and compactions on top,
 so a read consults several tables. Every store gets the same LSM options:
 %d MiB memtables, %d MiB tables, L0 trigger %d, level size ratio 10,
-%d MiB block cache (-cache-size); the first level below L0 holds memtable x L0 trigger x 4
-bytes (adaptkv's rule, which the Pebble peer copies through LBaseMaxBytes).
+%d MiB block cache (-cache-size); the first level below L0 holds memtable
+x L0 trigger x 4 bytes (adaptkv's rule, which the Pebble peer copies
+through LBaseMaxBytes).
 The Pebble peers also run with the adaptkv store's memtable and L0 stall
 thresholds, compaction concurrency and open-table bound; the run header
 prints the options both engines share and every one that differs (each
