@@ -135,7 +135,7 @@ func mustMetrics(t *testing.T, s Store) Counters {
 // the table files themselves, and on the flushed store every Get of a
 // stored key finds it in exactly one table (one true-positive probe).
 func TestKVFilterChecksMatchTableRanges(t *testing.T) {
-	cfg := defaultConfig(options{bits: 10, memTable: 64 << 10, targetFile: 64 << 10}, sstable.FormatColumnar)
+	cfg := defaultConfig(options{bits: 10, memTable: 64 << 10, targetFile: 64 << 10, cacheSize: defaultCache}, sstable.FormatColumnar)
 	cfg.Dir = t.TempDir()
 	s, err := openStore("bloom", cfg)
 	require.NoError(t, err)
@@ -267,7 +267,7 @@ func TestSummarize(t *testing.T) {
 // tables; the header lists the rest, each engine's own mechanism, and a
 // -peer-memtable-size as a difference.
 func TestConfigAlike(t *testing.T) {
-	cfg := defaultConfig(options{bits: 10, memTable: defaultMemTable, targetFile: defaultTargetFile}, sstable.FormatColumnar)
+	cfg := defaultConfig(options{bits: 10, memTable: defaultMemTable, targetFile: defaultTargetFile, cacheSize: defaultCache}, sstable.FormatColumnar)
 	require.Equal(t, 4, cfg.MaxImmutableMemTables)
 	require.Equal(t, 12, cfg.L0StopWrites)
 	require.Equal(t, 2, cfg.Compactions)

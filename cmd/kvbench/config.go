@@ -19,14 +19,10 @@ import (
 func defaultConfig(o options, format sstable.Format) StoreConfig {
 	d := kv.Options{MemTableSize: o.memTable, L0CompactionThreshold: defaultL0Trigger}
 	d.EnsureDefaults()
-	cache := o.cacheSize
-	if cache == 0 {
-		cache = defaultCache // options not from flags (tests)
-	}
 	return StoreConfig{
 		BitsPerKey: o.bits, MemTableSize: o.memTable, TargetFileSize: uint64(o.targetFile),
 		BaseLevelBytes: uint64(o.memTable) * defaultL0Trigger * 4, L0Trigger: defaultL0Trigger,
-		BlockCacheSize: cache, MaxImmutableMemTables: d.MaxImmutableMemTables,
+		BlockCacheSize: o.cacheSize, MaxImmutableMemTables: d.MaxImmutableMemTables,
 		L0StopWrites: d.L0StopWritesThreshold, Compactions: d.MaxConcurrentCompactions,
 		MaxOpenFiles: d.MaxOpenFiles, KnownNegatives: o.knownNeg, TableFormat: format,
 		PeerMemTableSize: o.peerMemTable, DirectReads: o.direct, FixRule: fixRules[o.fixRule],
