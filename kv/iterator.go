@@ -203,7 +203,7 @@ func (i *Iterator) Clone() (*Iterator, error) {
 func (s *iterState) build() error {
 	v := s.rs.v
 	l0 := v.levels[0]
-	n := len(l0) + compaction.NumLevels - 1
+	n := len(l0) + len(v.belowL0)
 	if cap(s.levels) < n {
 		s.levels = make([]levelIter, 0, n) // pointers into it go to children
 	}
@@ -237,8 +237,8 @@ func (s *iterState) build() error {
 			addLevel(l0[i : i+1])
 		}
 	}
-	for lvl := 1; lvl < compaction.NumLevels; lvl++ {
-		addLevel(withinBounds(v.levels[lvl], s.lower, s.upper))
+	for _, ts := range v.belowL0 {
+		addLevel(withinBounds(ts, s.lower, s.upper))
 	}
 	s.children, s.withRangeDels = children, withRangeDels
 	if len(withRangeDels) > 0 {

@@ -18,8 +18,9 @@ type version struct {
 	// reads: one binary search per sublevel instead of a look at every L0
 	// table, which flush splitting multiplies.
 	l0Sublevels [][]*base.TableMeta
-	// belowL0 is levels 1.. that hold tables, top down: a point read
-	// visits only these (the levels above the base level hold none).
+	// belowL0 is levels 1.. that hold tables, top down: point reads and
+	// iterators visit only these (the levels above the base level hold
+	// none).
 	belowL0 [][]*base.TableMeta
 	refs    atomic.Int32
 	db      *DB
