@@ -87,14 +87,16 @@ func stateTestKey(i int) []byte {
 	return binary.BigEndian.AppendUint64([]byte("user"), uint64(i)*0x9E3779B97F4A7C15)
 }
 
-// adaptiveStateStore opens a taf store whose table cache holds one table (so
-// tables are closed, and their state saved, all along), loads it and
+// adaptiveStateStore opens a taf store that fixes every false positive at
+// first sight (FixEvery: the rounds below count on it) and whose table
+// cache holds one table (so tables are closed, and their state saved, all
+// along), loads it and
 // compacts it into several tables. absent is sized so a round expects
 // dozens of false positives (about 0.37% of absent keys per table checked):
 // a zero first round would be an e^-25 event, not a flake.
 func adaptiveStateStore(t *testing.T) (fs vfs.FS, opts *Options, db *DB, present, absent int) {
 	fs = vfs.NewMem()
-	opts = &Options{FS: fs, FilterPolicy: "taf", MemTableSize: 64 << 10, TargetFileSize: 32 << 10, MaxOpenFiles: 1}
+	opts = &Options{FS: fs, FilterPolicy: "taf", MemTableSize: 64 << 10, TargetFileSize: 32 << 10, MaxOpenFiles: 1, FixRule: FixEvery}
 	db, err := Open("db", opts)
 	require.NoError(t, err)
 	present, absent = 20_000, 20_000

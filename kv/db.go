@@ -324,6 +324,9 @@ func Open(dir string, opts *Options) (*DB, error) {
 			db.tc.fixGate = db.fixAuto
 		case FixCached:
 			db.tc.fixGate, db.tc.cacheFPs = db.fixHeld, true
+			if !o.DirectReads { // see Options.FixRule
+				db.tc.fixGate, db.tc.fixReturning = db.fixRepeated, true
+			}
 		}
 	}
 	if !o.FixInline {

@@ -84,7 +84,8 @@ func (db *DB) fixAuto(key []byte) bool {
 
 // recordsAbsent reports whether absent Gets are recorded (db.kn is set)
 // (Options.RecordAbsent; RecordAuto: where a wasted probe is a device
-// read, or the fix rule or the policy reads the record).
+// read, or the fix rule takes its sights from the record, or the policy
+// builds around it).
 func (db *DB) recordsAbsent() bool {
 	switch db.opts.RecordAbsent {
 	case RecordNever:
@@ -92,7 +93,8 @@ func (db *DB) recordsAbsent() bool {
 	case RecordAlways:
 		return true
 	}
-	return db.opts.DirectReads || db.opts.FixRule != FixEvery || (!db.policy.Adaptive() && db.policy.KnownNegatives())
+	return db.opts.DirectReads || db.opts.FixRule == FixRepeated || db.opts.FixRule == FixAuto ||
+		(!db.policy.Adaptive() && db.policy.KnownNegatives())
 }
 
 // recordAbsent notes a Get that consulted at least one table and found

@@ -352,14 +352,14 @@ func TestFixRepeated(t *testing.T) {
 	require.ErrorIs(t, (&Options{FixRule: 9}).Validate(), ErrInvalidOptions)
 }
 
-// TestFixDefault: the zero FixRule is FixCached with DirectReads and
-// FixEvery without; a rule set explicitly stays.
+// TestFixDefault: the zero FixRule is FixCached, with DirectReads and
+// without; a rule set explicitly stays.
 func TestFixDefault(t *testing.T) {
 	for _, c := range []struct {
 		o    Options
 		want FixRule
 	}{
-		{Options{}, FixEvery},
+		{Options{}, FixCached},
 		{Options{DirectReads: true}, FixCached},
 		{Options{DirectReads: true, FixRule: FixEvery}, FixEvery},
 		{Options{FixRule: FixAuto}, FixAuto},
@@ -417,6 +417,53 @@ func TestFixCached(t *testing.T) {
 	askAbsent(t, db2, absent)
 	require.Zero(t, db2.Metrics().FalsePositivesCached, "no record: every false positive fixed")
 	require.Positive(t, db2.Metrics().Adaptations)
+}
+
+// TestFixReturningKeys: the default rule in memory (FixCached without
+// DirectReads) caches a false positive at its key's first sight (the
+// record takes the key) and fixes it when the key comes back: the cache
+// answering for it, or, for the few keys the cache let go, the record
+// holding it; the second round makes one fix per key, the third ends every
+// lookup at the filters; keys asked once are never fixed, and absent Gets
+// that were no false positive are not recorded. Stored keys are all found.
+func TestFixReturningKeys(t *testing.T) {
+	const present, absent = 100_000, 20_000
+	db := knStore(t, &Options{FS: vfs.NewMem(), Filter: seededPolicy(t, "aprefix", 6)}, present)
+	defer db.Close()
+	require.Equal(t, FixCached, db.opts.FixRule)
+	first := askAbsent(t, db, absent)
+	m1 := db.Metrics()
+	require.Greater(t, first, uint64(20))
+	require.Equal(t, first, m1.FalsePositivesCached, "first sight: cached")
+	require.Zero(t, m1.Adaptations, "first sight: no fix")
+
+	second := askAbsent(t, db, absent)
+	m2 := db.Metrics()
+	require.LessOrEqual(t, second, first/4, "the cache answers (a few keys overflowed their sets)")
+	returned := m2.CachedNegatives - m1.CachedNegatives
+	require.GreaterOrEqual(t, returned, first-second)
+	require.Equal(t, returned+second, m2.Adaptations, "every key back: fixed (by the cache's answer, or as a false positive the record holds)")
+
+	third := askAbsent(t, db, absent)
+	m3 := db.Metrics()
+	require.LessOrEqual(t, third, second, "fixed keys end at the filters")
+	require.Equal(t, m2.CachedNegatives, m3.CachedNegatives, "the fixed keys left the cache")
+	require.Equal(t, int(first), m3.KnownNegatives, "only the false positives' keys recorded")
+
+	// Keys asked once: cached, never fixed.
+	before := db.Metrics()
+	for i := absent; i < 2*absent; i++ {
+		_, err := db.Get(knKey(2*i + 1))
+		require.ErrorIs(t, err, ErrNotFound)
+	}
+	db.tc.waitFixes()
+	after := db.Metrics()
+	require.Positive(t, after.FalsePositivesCached-before.FalsePositivesCached)
+	require.Equal(t, before.Adaptations, after.Adaptations)
+	for i := 0; i < present; i++ {
+		_, err := db.Get(knKey(2 * i))
+		require.NoError(t, err, "no false negative: key %d", i)
+	}
 }
 
 // TestFixAuto: under FixAuto a false positive is fixed at first

@@ -161,8 +161,7 @@ type Options struct {
 	MaxConcurrentCompactions int
 	// FixRule says which false positives an adaptive filter fixes (a fix
 	// reads the table's remote section: on cold storage a device read).
-	// FixDefault (zero): FixCached with DirectReads, FixEvery without.
-	// FixEvery: every one, the adaptive filters' guarantee
+	// FixDefault (zero) is FixCached. FixEvery: every one, the adaptive filters' guarantee
 	// that a repeated key is a false positive once per table. FixRepeated:
 	// only a key the known-negative record holds (see KnownNegatives; a
 	// false positive of a key it does not hold takes a slot in it), so a
@@ -181,12 +180,18 @@ type Options struct {
 	// of keys the record holds and puts the others in a cache of false
 	// positives kept per table (about one key per 512 table keys, the
 	// oldest of a set of 8 leaving first; its memory counts as filter
-	// memory), so a key that
-	// comes back costs no probe while the cache holds it, and is fixed
-	// when it comes back after; for cold storage, where each fix is a
-	// device read (in memory FixEvery is faster; figures in
-	// docs/BENCHMARKS.md, "The fix rule with DirectReads"). With the
-	// record off every rule is FixEvery.
+	// memory), so a key that comes back costs no probe while the cache
+	// holds it. Without DirectReads the key's return (the cache answering
+	// for it) fixes the filter and frees the entry, and a false positive
+	// takes its key a slot in the record (as FixRepeated does), so a key
+	// that comes back after the cache let it go is fixed too: a key is
+	// fixed at its second sight in a table, and a key asked once costs an
+	// entry, no fix. With
+	// DirectReads, where each fix is a device read, the cache keeps
+	// answering for the key until it lets it go, and the key is fixed
+	// when it comes back after that if the record holds it (figures in
+	// docs/BENCHMARKS.md, "The fix rule with DirectReads" and "The fix
+	// rule in memory"). With the record off every rule is FixEvery.
 	FixRule FixRule
 	// FixInline makes the Get that meets a false positive fix it before
 	// it returns (the remote read and the adaptation on the Get's time).
@@ -224,8 +229,9 @@ type Options struct {
 	// where a wasted probe is a device read, not where it is a
 	// block-cache hit (figures in docs/BENCHMARKS.md, "Which absent Gets
 	// feed the known-negative record"). RecordAuto (the default) records
-	// with DirectReads, with a FixRule that reads the record, and for a
-	// policy that builds around known negatives (stacked).
+	// with DirectReads, with FixRepeated or FixAuto (rules that take their
+	// sights from the record), and for a policy that builds around known
+	// negatives (stacked).
 	RecordAbsent RecordRule
 
 	// intraL0Ratio is compaction.Options.IntraL0Ratio: 0 takes
@@ -241,8 +247,8 @@ type Options struct {
 type FixRule uint8
 
 const (
-	// FixDefault is FixCached with DirectReads and FixEvery without (the
-	// default; Open writes the rule it chose in the OPTIONS file).
+	// FixDefault is FixCached (the default; Open writes the rule in the
+	// OPTIONS file).
 	FixDefault FixRule = iota
 	// FixEvery fixes every false positive.
 	FixEvery
@@ -253,7 +259,8 @@ const (
 	// only those of keys asked before while they do not.
 	FixAuto
 	// FixCached caches the keys of false positives in their tables and
-	// fixes the false positives of keys the known-negative record holds.
+	// fixes the false positives of keys the known-negative record holds,
+	// and without DirectReads those of keys that come back to the cache.
 	FixCached
 )
 
@@ -380,10 +387,7 @@ func (o *Options) EnsureDefaults() {
 		o.RemoteCacheSize = o.BlockCacheSize / 16
 	}
 	if o.FixRule == FixDefault {
-		o.FixRule = FixEvery
-		if o.DirectReads {
-			o.FixRule = FixCached
-		}
+		o.FixRule = FixCached
 	}
 	if o.MemTableSize == 0 {
 		o.MemTableSize = 4 << 20

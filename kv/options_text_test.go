@@ -23,7 +23,7 @@ func TestOptionsText(t *testing.T) {
 	text := d.String()
 	for _, want := range []string{"[Options]\n", "  filter_policy=aprefix\n", "  block_cache_size=8388608\n",
 		"  l0_compaction_threshold=4\n", "  wal_buffer_no_sync=false\n", "  table_format=columnar\n",
-		"  fix_rule=every\n", "  record_absent=auto\n", "  flush_split_bytes=-1\n", "  level_size_ratio=10\n"} {
+		"  fix_rule=cached\n", "  record_absent=auto\n", "  flush_split_bytes=-1\n", "  level_size_ratio=10\n"} {
 		require.Contains(t, text, want)
 	}
 	require.NotContains(t, text, "fs=")

@@ -38,10 +38,12 @@ type tableCache struct {
 	cache    *pebble.Cache
 	max      int
 	readOnly bool
-	fixGate  func(key []byte) bool     // sstable.ReaderOptions.FixFalsePositive; set before use
-	cacheFPs bool                      // sstable.ReaderOptions.CacheFalsePositives; set before use
-	fixes    *fixQueue                 // nil: fixes made by the Gets (Options.FixInline); set before use
-	remote   *filterpolicy.RemoteCache // nil: none; set before use
+	fixGate  func(key []byte) bool // sstable.ReaderOptions.FixFalsePositive; set before use
+	cacheFPs bool                  // sstable.ReaderOptions.CacheFalsePositives; set before use
+	// fixReturning is sstable.ReaderOptions.FixReturning; set before use.
+	fixReturning bool
+	fixes        *fixQueue                 // nil: fixes made by the Gets (Options.FixInline); set before use
+	remote       *filterpolicy.RemoteCache // nil: none; set before use
 	// unreserve gives the remote cache's bytes back to the block cache.
 	unreserve func()
 
@@ -183,7 +185,8 @@ func (tc *tableCache) getSlow(fn uint64) (tcHandle, error) {
 	// spares each lookup the reader's own in-flight registration.
 	ro := sstable.ReaderOptions{Cache: tc.cache, FileNum: fn,
 		StatePath: tc.fs.PathJoin(tc.dir, stateFileName(fn)), StateReadOnly: tc.readOnly,
-		ClosedByOwner: true, FixFalsePositive: tc.fixGate, RemoteCache: tc.remote, CacheFalsePositives: tc.cacheFPs}
+		ClosedByOwner: true, FixFalsePositive: tc.fixGate, RemoteCache: tc.remote, CacheFalsePositives: tc.cacheFPs,
+		FixReturning: tc.fixReturning}
 	if tc.fixes != nil {
 		ro.QueueFix = func(fix func()) bool { return tc.queueFix(e, fix) }
 	}

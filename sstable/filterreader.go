@@ -30,6 +30,7 @@ type tableFilter struct {
 	fixGate       func(key []byte) bool // ReaderOptions.FixFalsePositive
 	remoteCache   *filterpolicy.RemoteCache
 	cacheFPs      bool    // ReaderOptions.CacheFalsePositives (with a gate)
+	fixReturning  bool    // ReaderOptions.FixReturning
 	fpCache       fpCache // capacity 0: off; set by load for an adaptive filter
 
 	filter    filterpolicy.Filter         // nil: no filter
@@ -184,6 +185,24 @@ func (r *Reader) falsePositive(key []byte) {
 		t.fixesDeferred.Add(1)
 		return
 	}
+	r.startFix(key)
+}
+
+// returned handles a lookup the false-positive cache answered, under
+// ReaderOptions.FixReturning: the key came back, so it leaves the cache
+// and the filter is fixed for it. Only the lookup that takes the key out
+// of the cache starts the fix; one that finds it gone (the fix is under
+// way) does nothing more.
+func (r *Reader) returned(key []byte) {
+	if r.adaptive != nil && r.fpCache.remove(key) {
+		r.startFix(key)
+	}
+}
+
+// startFix fixes the filter for key, a false positive, now or through
+// ReaderOptions.QueueFix.
+func (r *Reader) startFix(key []byte) {
+	t := &r.tableFilter
 	if r.opts.QueueFix == nil {
 		t.fix(key)
 		return

@@ -102,8 +102,20 @@ func (c *fpCache) add(key []byte) bool {
 	if inSet((*p)[set*fpWays:][:fpWays], key) {
 		return false
 	}
+	// The set's oldest key leaves, unless a slot is empty (never filled,
+	// or its key left with remove).
 	slot := &(*p)[set*fpWays+int(c.next[set])]
-	c.next[set] = uint8((int(c.next[set]) + 1) % fpWays)
+	if slot.Load() != nil {
+		for i := range fpWays {
+			if s := &(*p)[set*fpWays+i]; s.Load() == nil {
+				slot = s
+				break
+			}
+		}
+	}
+	if slot == &(*p)[set*fpWays+int(c.next[set])] {
+		c.next[set] = uint8((int(c.next[set]) + 1) % fpWays)
+	}
 	k := string(key)
 	if old := slot.Load(); old != nil {
 		c.bytes.Add(-int64(len(*old) + fpCacheEntryBytes))
@@ -111,6 +123,25 @@ func (c *fpCache) add(key []byte) bool {
 	slot.Store(&k)
 	c.bytes.Add(int64(len(k) + fpCacheEntryBytes))
 	return true
+}
+
+// remove takes key out of the cache and reports whether it was there.
+func (c *fpCache) remove(key []byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.slots.Load()
+	if p == nil {
+		return false
+	}
+	set := (*p)[c.set(key)*fpWays:][:fpWays]
+	for i := range set {
+		if k := set[i].Load(); k != nil && *k == string(key) {
+			set[i].Store(nil)
+			c.bytes.Add(-int64(len(*k) + fpCacheEntryBytes))
+			return true
+		}
+	}
+	return false
 }
 
 // cachedAbsent reports whether the table's false-positive cache holds key.

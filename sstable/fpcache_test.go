@@ -1,6 +1,7 @@
 package sstable
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 
@@ -175,5 +176,132 @@ func TestFalsePositiveCacheConcurrent(t *testing.T) {
 		_, found, err := r.Get(storedKey(i))
 		require.NoError(t, err)
 		require.True(t, found, "no false negative: key %d", i)
+	}
+}
+
+// TestFixReturning: with FixReturning a cached false positive whose key
+// comes back is answered by the cache (no probe), fixed then, and leaves
+// the cache; its next lookups end at the filter. A key that never comes
+// back is never fixed. Fixes made by the lookup and through QueueFix
+// alike; every stored key is still found, for every adaptive kind.
+func TestFixReturning(t *testing.T) {
+	n, absent := 100_000, 20_000
+	if testing.Short() {
+		n, absent = 30_000, 6_000
+	}
+	for _, name := range adaptivePolicies(t) {
+		for _, queued := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/queued=%v", name, queued), func(t *testing.T) {
+				fs := vfs.NewMem()
+				writeTable(t, fs, "t.sst", mustPolicy(t, name, 22), n)
+				var queue []func()
+				o := ReaderOptions{CacheFalsePositives: true, FixReturning: true,
+					FixFalsePositive: func([]byte) bool { return false }}
+				if queued {
+					o.QueueFix = func(fix func()) bool { queue = append(queue, fix); return true }
+				}
+				r, err := Open(fs, "t.sst", o)
+				require.NoError(t, err)
+				defer r.Close()
+
+				fps := askAbsentKeys(t, r, 0, absent)
+				require.NotEmpty(t, fps)
+				m := r.Metrics()
+				require.Equal(t, uint64(len(fps)), m.FalsePositivesCached)
+				require.Zero(t, m.Adaptations, "first sights: cached, not fixed")
+				require.Empty(t, queue)
+
+				// Half the keys the cache holds come back; the others never do.
+				var back, away []int
+				kept := newestPerSet(&r.fpCache, fps)
+				for _, i := range fps {
+					switch {
+					case !kept[i]:
+					case len(back) <= len(away):
+						back = append(back, i)
+					default:
+						away = append(away, i)
+					}
+				}
+				require.NotEmpty(t, away)
+				for _, i := range back {
+					require.Empty(t, askAbsentKeys(t, r, i, i+1), "key %d: the cache answers", i)
+					require.False(t, r.fpCache.has(absentKey(i)), "key %d: left the cache", i)
+				}
+				require.Len(t, queue, map[bool]int{false: 0, true: len(back)}[queued])
+				for _, fix := range queue {
+					fix()
+				}
+				m2 := r.Metrics()
+				require.Equal(t, uint64(len(back)), m2.Adaptations, "one fix per returning key")
+				require.Equal(t, uint64(len(back)), m2.CachedNegatives)
+				for _, i := range back {
+					require.False(t, r.filter.MayContain(absentKey(i)), "key %d: fixed", i)
+					require.Empty(t, askAbsentKeys(t, r, i, i+1))
+				}
+				require.Equal(t, m2.CachedNegatives, r.Metrics().CachedNegatives, "fixed keys end at the filter")
+				for _, i := range away {
+					require.True(t, r.fpCache.has(absentKey(i)), "key %d: never back, still cached", i)
+				}
+				for i := range n {
+					_, found, err := r.Get(storedKey(i))
+					require.NoError(t, err)
+					require.True(t, found, "no false negative: key %d", i)
+				}
+			})
+		}
+	}
+}
+
+// TestFixReturningConcurrent: goroutines ask stored keys and the same
+// absent keys over and over while returning keys leave the cache and fix
+// the filter under them (fixes made by the lookups); no stored key is ever
+// missed and no absent key found (run with -race).
+func TestFixReturningConcurrent(t *testing.T) {
+	n, absent := 100_000, 20_000
+	if testing.Short() {
+		n, absent = 20_000, 10_000
+	}
+	for _, name := range []string{"aprefix", "taf"} {
+		t.Run(name, func(t *testing.T) {
+			fs := vfs.NewMem()
+			writeTable(t, fs, "t.sst", mustPolicy(t, name, 23), n)
+			r, err := Open(fs, "t.sst", ReaderOptions{CacheFalsePositives: true, FixReturning: true,
+				FixFalsePositive: func([]byte) bool { return false }})
+			require.NoError(t, err)
+			defer r.Close()
+			var wg sync.WaitGroup
+			for g := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for round := range 3 {
+						for i := g; i < max(n, absent); i += 4 {
+							if i < n && (i+round)%3 == 0 {
+								if _, found, err := r.Get(storedKey(i)); err != nil || !found {
+									t.Errorf("stored key %d: found %v, %v", i, found, err)
+									return
+								}
+							}
+							if j := (i + round*997) % absent; i < absent {
+								if _, found, err := r.Get(absentKey(j)); err != nil || found {
+									t.Errorf("absent key %d: found %v, %v", j, found, err)
+									return
+								}
+							}
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			m := r.Metrics()
+			require.Positive(t, m.FalsePositivesCached)
+			require.Positive(t, m.Adaptations, "returning keys fixed")
+			for i := range n {
+				_, found, err := r.Get(storedKey(i))
+				require.NoError(t, err)
+				require.True(t, found, "no false negative: key %d", i)
+			}
+		})
 	}
 }

@@ -79,6 +79,16 @@ type ReaderOptions struct {
 	// Metrics.FilterBytes. It needs FixFalsePositive (without it every
 	// false positive is fixed).
 	CacheFalsePositives bool
+	// FixReturning, with CacheFalsePositives, fixes the filter for a key
+	// the cache answers: the key came back to this table, so the fix
+	// pays (made as a false positive's fix is, through QueueFix if set),
+	// and the key leaves the cache, freeing its entry. A key is then
+	// fixed at its second sight in a table, and its first cost the only
+	// probe: the ski rental of the cache in front of the fix, with the
+	// fix bought as soon as the key returns. Without it a cached key is
+	// answered by the cache until the cache lets it go, and fixed only if
+	// FixFalsePositive lets its next false positive through.
+	FixReturning bool
 }
 
 // Metrics are a Reader's counters (monotonic since Open).
@@ -381,7 +391,8 @@ func (r *Reader) loadFilter() error {
 	}
 	r.tableFilter = tableFilter{fs: r.fs, path: r.path, statePath: r.opts.StatePath,
 		stateReadOnly: r.opts.StateReadOnly, tableSize: r.tableSize, fixGate: r.opts.FixFalsePositive,
-		remoteCache: r.opts.RemoteCache, cacheFPs: r.opts.CacheFalsePositives && r.opts.FixFalsePositive != nil}
+		remoteCache: r.opts.RemoteCache, cacheFPs: r.opts.CacheFalsePositives && r.opts.FixFalsePositive != nil,
+		fixReturning: r.opts.FixReturning}
 	return r.tableFilter.load(r.file, layout.Filter)
 }
 
@@ -420,6 +431,9 @@ func (r *Reader) GetVersion(userKey []byte, seq uint64) (value []byte, kind Kind
 	if r.cachedAbsent(userKey) {
 		sh.filterNegatives.Add(1)
 		sh.cachedNegatives.Add(1)
+		if r.fixReturning {
+			r.returned(userKey)
+		}
 		return nil, 0, 0, false, nil
 	}
 	it, err := r.newIter()

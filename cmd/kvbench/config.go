@@ -75,7 +75,7 @@ func configRows(cfg StoreConfig) []configRow {
 		{"merged flushes", fmt.Sprintf("2 memtables while L0 is %d deep", k.MergeFlushL0Depth), "none"},
 		{"table format", kvFormat, "row " + p.FormatMajorVersion.MaxTableFormat().String()},
 		{"NoSync write returns once", nosync, "in the WAL buffer"},
-		{"false positives fixed", fixRuleText(k.FixRule, k.FixInline), "none (a static filter)"},
+		{"false positives fixed", fixRuleText(k.FixRule, k.FixInline, k.DirectReads), "none (a static filter)"},
 		{"absent Gets recorded", recordRuleText(k.RecordAbsent), "none"},
 		{"point reads", pointReadText(cfg.SeekPrefixReads), "DB.Get (pebble); SeekPrefixGE, L6 filters on, reused iterator (pebble-l6)"},
 	}
@@ -91,13 +91,13 @@ func recordRuleText(r kv.RecordRule) string {
 	case kv.RecordNever:
 		return "none (RecordNever)"
 	}
-	return "with -direct, -fix other than every, or stacked (RecordAuto)"
+	return "with -direct, -fix repeated or auto, or stacked (RecordAuto)"
 }
 
 // fixRules are -fix's values.
 var fixRules = map[string]kv.FixRule{"default": kv.FixDefault, "auto": kv.FixAuto, "every": kv.FixEvery, "repeated": kv.FixRepeated, "cached": kv.FixCached}
 
-func fixRuleText(r kv.FixRule, inline bool) string {
+func fixRuleText(r kv.FixRule, inline, direct bool) string {
 	which, when := "every one", "in the background"
 	switch r {
 	case kv.FixAuto:
@@ -106,6 +106,9 @@ func fixRuleText(r kv.FixRule, inline bool) string {
 		which = "those of keys asked before (FixRepeated)"
 	case kv.FixCached:
 		which = "those of keys asked before, the others cached per table (FixCached)"
+		if !direct {
+			which = "those of keys that come back, cached per table at their first (FixCached)"
+		}
 	}
 	if inline {
 		when = "by the Get"
