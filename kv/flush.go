@@ -1,0 +1,212 @@
+package kv
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/adaptkv/adaptkv/compaction"
+	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/rangedel"
+)
+
+// flushLoop flushes immutable memtables, oldest first, to L0: all those
+// queued at once in one flush.
+func (db *DB) flushLoop() {
+	defer db.wg.Done()
+	for {
+		db.mu.Lock()
+		for len(db.mu.imm) == 0 && !db.mu.closing && db.mu.bgErr == nil {
+			db.mu.flushCond.Wait()
+		}
+		// L0 too deep: wait for compactions (unless one failed: then
+		// flushing on beats stalling writers for good).
+		for db.l0StalledLocked() &&
+			!db.mu.closing && db.mu.bgErr == nil && db.mu.compactErr == nil {
+			db.kickCompaction()
+			db.mu.stallCond.Wait()
+		}
+		// L0 deep: a lone full memtable waits for the next (holdFlushLocked).
+		for db.holdFlushLocked() && !db.mu.closing && db.mu.bgErr == nil {
+			db.mu.flushCond.Wait()
+		}
+		// Each wait above ends when the store closes or fails; otherwise
+		// a memtable is queued.
+		if db.mu.closing || db.mu.bgErr != nil {
+			db.mu.Unlock()
+			return
+		}
+		// Every queued memtable goes into this flush (as Pebble's do):
+		// one layer of L0 tables, however many memtables waited; unless
+		// merged flushes are off.
+		ms := slices.Clone(db.mu.imm)
+		if db.opts.MergeFlushL0Depth < 0 {
+			ms = ms[:1]
+		}
+		next := db.mu.mem.walNum
+		if len(db.mu.imm) > len(ms) {
+			next = db.mu.imm[len(ms)].walNum
+		}
+		db.mu.flushing = true
+		db.mu.Unlock()
+		if err := db.flushMemtables(ms, next); err != nil {
+			db.mu.Lock()
+			db.mu.flushing = false // an installed flush cleared it itself
+			db.mu.Unlock()
+			db.setBGErr(fmt.Errorf("kv: flush: %w", err))
+			return
+		}
+	}
+}
+
+// l0StalledLocked reports whether L0 is too deep (or holds too many
+// tables) for another flush: see Options.L0StopWritesThreshold.
+func (db *DB) l0StalledLocked() bool {
+	l0 := db.mu.current.levels[0]
+	return len(l0) >= 2*db.opts.L0CompactionFileThreshold ||
+		len(l0) >= db.opts.L0StopWritesThreshold && compaction.L0Depth(l0, nil) >= db.opts.L0StopWritesThreshold
+}
+
+// holdFlushLocked reports whether flushLoop should keep the one queued
+// memtable until the next is full and flush the two together: L0 is at
+// least Options.MergeFlushL0Depth deep, a second queued memtable does not
+// stall writers, and no Flush is waiting. Halving the flushes halves how
+// fast L0 deepens while its compactions are behind. See
+// docs/ARCHITECTURE.md, "Merged flushes".
+func (db *DB) holdFlushLocked() bool {
+	d := db.opts.MergeFlushL0Depth
+	return d > 0 && len(db.mu.imm) == 1 && db.opts.MaxImmutableMemTables >= 2 &&
+		db.mu.flushWaiters == 0 && compaction.L0Depth(db.mu.current.levels[0], nil) >= d
+}
+
+// flushMemtables writes the memtables ms (the oldest queued, in order)
+// to one layer of L0 tables and installs them with nextLog, the WAL of the
+// oldest memtable left unflushed.
+func (db *DB) flushMemtables(ms []*memEntry, nextLog uint64) (err error) {
+	start := time.Now()
+	info := FlushInfo{JobID: db.nextJobID(), Memtables: len(ms)}
+	if f := db.events.FlushBegin; f != nil {
+		f(info)
+	}
+	defer func() {
+		d := time.Since(start)
+		db.flushNanos.Add(int64(d))
+		if f := db.events.FlushEnd; f != nil {
+			info.Duration, info.Err = d, err
+			f(info)
+		}
+	}()
+	edit := &versionEdit{hasLogNum: true, logNum: nextLog}
+	var its []base.Iterator
+	var rangeDels []*rangedel.Set
+	for _, m := range ms {
+		if m.mt.Len() > 0 {
+			its = append(its, m.mt.NewIter())
+		}
+		rangeDels = append(rangeDels, m.mt.RangeDels())
+	}
+	if rds := rangedel.Merge(rangeDels...); len(its) > 0 || rds.Len() > 0 {
+		var splits [][]byte
+		if db.opts.FlushSplitBytes > 0 {
+			v := db.currentVersion()
+			splits = compaction.FlushSplitKeys(v.levels, db.compactionOptions())
+			v.unref()
+		}
+		var it base.Iterator = compaction.NewMergingIter() // none: range tombstones only
+		if len(its) > 0 {
+			it = its[0]
+		}
+		if len(its) > 1 {
+			// Sequence numbers grow from each memtable to the next, so
+			// merging by internal key keeps every version in order.
+			it = compaction.NewMergingIter(its...)
+		}
+		metas, err := db.writeTables(it, rds, splits, uint64(db.opts.FlushSplitBytes), info.JobID, "flushing")
+		_ = it.Close() // memtable iterators hold nothing and cannot fail
+		if err != nil {
+			return err
+		}
+		info.Output = tableInfos(metas)
+		for _, meta := range metas {
+			edit.added = append(edit.added, addedTable{level: 0, meta: meta})
+			// Opened before the install, so that
+			// no read meets an unopened table and no version is held
+			// after it: a version held past the install kept a table a
+			// concurrent Compact replaced on disk after Compact returned.
+			db.warmTable(meta.FileNum)
+		}
+	}
+	err = db.logAndApply(edit, func() {
+		db.mu.imm = slices.Clone(db.mu.imm[len(ms):])
+		for _, m := range ms {
+			m.flushed = true
+			// Queued here, before Flush can see m flushed, so that a
+			// Flush followed by Compact or Close finds the WAL's removal
+			// queued.
+			db.queueDeletion(db.fs.PathJoin(db.dir, walFileName(m.walNum)))
+		}
+		db.mu.flushing = false // its tables are in current (reserveIntraL0Output)
+		// Counted before Flush can see ms flushed: its caller's Metrics
+		// include them.
+		db.flushes.Add(uint64(len(ms)))
+		if len(ms) > 1 {
+			db.mergedFlushes.Add(1)
+		}
+		for _, a := range edit.added {
+			db.flushedBytes.Add(a.meta.Size)
+		}
+		db.mu.stallCond.Broadcast()
+	})
+	if err != nil {
+		return err
+	}
+	db.kickCompaction()
+	return nil
+}
+
+func (db *DB) kickCompaction() {
+	select {
+	case db.compact.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Flush writes the memtable to an L0 table and waits until it is durable
+// there (together with every memtable queued before it).
+func (db *DB) Flush() error {
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	if db.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	// Counted before the memtable rotates, so that flushLoop holds back
+	// none of those this Flush waits for (holdFlushLocked).
+	db.mu.Lock()
+	db.mu.flushWaiters++
+	db.mu.Unlock()
+	req := &commitReq{flush: true, wake: make(chan bool, 1)}
+	err := db.commit(req)
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	defer func() { db.mu.flushWaiters-- }()
+	if err != nil {
+		return err
+	}
+	// A memtable held back before this Flush goes now. (The rotation, if
+	// the memtable was not empty, woke flushLoop with both queued: they
+	// are flushed together.)
+	db.mu.flushCond.Signal()
+	for _, m := range req.rotated {
+		for !m.flushed && db.mu.bgErr == nil && !db.mu.closing {
+			db.mu.stallCond.Wait()
+		}
+	}
+	if db.mu.bgErr != nil {
+		return db.mu.bgErr
+	}
+	if db.mu.closing {
+		return ErrClosed
+	}
+	return nil
+}
