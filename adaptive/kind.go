@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/adaptkv/adaptkv/filterpolicy/filter"
+	"github.com/adaptkv/adaptkv/internal/base"
 )
 
 // The four variants as filter kinds (filter.Kind). A kind owns its options
@@ -47,7 +48,7 @@ func (k FilterKind) Adaptive() bool { return true }
 func (k FilterKind) Configure(o filter.Options) (filter.Kind, error) {
 	n, err := Options{RemainderBits: o.RemainderBits, LoadFactor: o.LoadFactor, Seed: 1}.normalize()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", filter.ErrInvalidOptions, k.Name(), err)
+		return nil, base.InvalidOptions(k.Name(), err)
 	}
 	k.remainderBits, k.loadFactor = n.RemainderBits, n.LoadFactor
 	return k, nil

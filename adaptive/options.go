@@ -3,7 +3,6 @@ package adaptive
 import (
 	crand "crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 
@@ -110,8 +109,9 @@ var (
 	// ErrCorrupt is wrapped by Decode errors on bad bytes. It also matches
 	// the module's one corruption error (kv.ErrCorruption).
 	ErrCorrupt = base.CorruptionKind("adaptive: corrupt filter encoding")
-	// ErrInvalidOptions is wrapped by errors about bad Options or Kind.
-	ErrInvalidOptions = errors.New("adaptive: invalid options")
+	// ErrInvalidOptions is wrapped by errors about bad Options or Kind (the
+	// module's one invalid-options error, kv.ErrInvalidOptions).
+	ErrInvalidOptions = base.ErrInvalidOptions
 )
 
 // normalize fills defaults and validates.

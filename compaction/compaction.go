@@ -16,8 +16,9 @@ type TableMeta = base.TableMeta
 
 // Errors returned by the package. Test for them with errors.Is.
 var (
-	// ErrInvalidOptions reports an unusable option value (wrapped with detail).
-	ErrInvalidOptions = errors.New("compaction: invalid options")
+	// ErrInvalidOptions reports an unusable option value (wrapped with
+	// detail); the module's one invalid-options error, kv.ErrInvalidOptions.
+	ErrInvalidOptions = base.ErrInvalidOptions
 	// ErrInvalidLevel reports a level outside [0, NumLevels).
 	ErrInvalidLevel = errors.New("compaction: invalid level")
 	// ErrBusy reports that a manual range cannot be compacted now because one
@@ -29,8 +30,9 @@ var (
 	// ErrUnsupportedKind reports an internal key kind other than
 	// base.KindSet and base.KindDelete.
 	ErrUnsupportedKind = errors.New("compaction: unsupported key kind")
-	// ErrClosed reports use of a merging iterator after Close.
-	ErrClosed = errors.New("compaction: iterator closed")
+	// ErrClosed reports use of a merging iterator after Close (the
+	// module's one closed error, kv.ErrClosed).
+	ErrClosed = base.ErrClosed
 	// ErrCanceled reports a Run stopped through RunOptions.Cancel.
 	ErrCanceled = errors.New("compaction: canceled")
 )

@@ -30,8 +30,9 @@ var (
 	// ErrUnsupportedVersion is wrapped (with ErrCorruptBlock) for a block of a
 	// newer format version than this build reads.
 	ErrUnsupportedVersion = errors.New("filterpolicy: unsupported filter block version")
-	// ErrInvalidOptions is wrapped by New for out-of-range options.
-	ErrInvalidOptions = errors.New("filterpolicy: invalid options")
+	// ErrInvalidOptions is wrapped by New for out-of-range options (the
+	// module's one invalid-options error, kv.ErrInvalidOptions).
+	ErrInvalidOptions = base.ErrInvalidOptions
 	// ErrBuild is wrapped by errors from building a filter.
 	ErrBuild = errors.New("filterpolicy: filter build failed")
 )
@@ -140,7 +141,7 @@ func New(name string, opts Options) (Policy, error) {
 	}
 	fk, err := kind.Configure(filter.Options{BitsPerKey: opts.BitsPerKey, RemainderBits: opts.RemainderBits, LoadFactor: opts.LoadFactor})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+		return nil, base.InvalidOptions("", err)
 	}
 	if opts.SeedSource == nil {
 		opts.SeedSource = randomSeed

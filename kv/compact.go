@@ -460,9 +460,6 @@ func (db *DB) Compact(start, end []byte) error {
 		}
 		if err != nil {
 			v.unref()
-			if errors.Is(err, compaction.ErrInvalidOptions) {
-				err = fmt.Errorf("%w: %w", ErrInvalidOptions, err)
-			}
 			return fmt.Errorf("kv: compact: %w", err)
 		}
 		if plan == nil {

@@ -26,8 +26,9 @@ var (
 	// ErrBatchTooLarge is returned by Apply for a batch over MaxBatchSize.
 	ErrBatchTooLarge = errors.New("kv: batch too large")
 	// ErrClosed is returned by every method of a closed DB, Snapshot or
-	// Iterator.
-	ErrClosed = errors.New("kv: closed")
+	// Iterator. It is the module's one closed error: sstable.ErrClosed and
+	// compaction.ErrClosed are this value.
+	ErrClosed = base.ErrClosed
 	// ErrLocked is returned by Open when another process (or another open DB
 	// in this process) holds the directory's lock.
 	ErrLocked = errors.New("kv: directory locked by another process")
@@ -41,8 +42,10 @@ var (
 	// as damage (sstable.ErrCorrupt, adaptive.ErrCorrupt, ...) matches it.
 	ErrCorruption = base.ErrCorruption
 	// ErrInvalidOptions is returned by Open for out-of-range options, and by
-	// Compact for a range whose start is after its end.
-	ErrInvalidOptions = errors.New("kv: invalid options")
+	// Compact for a range whose start is after its end. It is the module's
+	// one invalid-options error: every package's ErrInvalidOptions is this
+	// value, so an option a lower layer rejects matches it too.
+	ErrInvalidOptions = base.ErrInvalidOptions
 	// ErrUnknownPolicy is filterpolicy.ErrUnknownPolicy, re-exported: Open
 	// returns it for an Options.FilterPolicy name not in the registry.
 	ErrUnknownPolicy = filterpolicy.ErrUnknownPolicy

@@ -7,10 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/adaptkv/adaptkv/adaptive"
+	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/filterpolicy"
 	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 	"github.com/adaptkv/adaptkv/kv/internal/knownneg"
@@ -235,4 +237,27 @@ func TestOneCorruptionError(t *testing.T) {
 		}
 	}
 	require.NotErrorIs(t, ErrCorruption, sstable.ErrCorrupt)
+}
+
+// TestOneInvalidOptionsAndClosedError: every package's ErrInvalidOptions
+// and ErrClosed are the module's one value of each, so one errors.Is
+// answers whichever layer rejected an option or was closed; a value a
+// lower layer rejects reaches the caller with one mention of the sentinel.
+func TestOneInvalidOptionsAndClosedError(t *testing.T) {
+	for name, e := range map[string]error{
+		"sstable": sstable.ErrInvalidOptions, "compaction": compaction.ErrInvalidOptions,
+		"filterpolicy": filterpolicy.ErrInvalidOptions, "filter": filter.ErrInvalidOptions,
+		"adaptive": adaptive.ErrInvalidOptions,
+	} {
+		require.Same(t, ErrInvalidOptions, e, name)
+	}
+	require.Same(t, ErrClosed, sstable.ErrClosed)
+	require.Same(t, ErrClosed, compaction.ErrClosed)
+	require.NotErrorIs(t, ErrInvalidOptions, ErrClosed)
+
+	// A filter kind's own range check (adaptive's RemainderBits), through the
+	// registry: kv's sentinel matches, mentioned once.
+	_, err := filterpolicy.New("taf", filterpolicy.Options{RemainderBits: 99})
+	require.ErrorIs(t, err, ErrInvalidOptions)
+	require.Equal(t, 1, strings.Count(err.Error(), "invalid options"), err.Error())
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/adaptkv/adaptkv/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -359,7 +360,7 @@ func (o *Options) Validate() error {
 	// instead of the first flush (with a sticky error).
 	if r.Filter != nil && r.Filter.Kind() != "none" {
 		if _, err := filterpolicy.ForTable(r.Filter, 1, nil); err != nil {
-			return fmt.Errorf("%w: Filter: %w", ErrInvalidOptions, err)
+			return base.InvalidOptions("Filter", err)
 		}
 	}
 	r.EnsureDefaults()

@@ -8,10 +8,12 @@ import (
 
 // Sentinel errors of the package; test with errors.Is.
 var (
-	// ErrClosed is returned by every method of a closed Writer or Reader.
-	ErrClosed = errors.New("sstable: closed")
-	// ErrInvalidOptions is wrapped for bad arguments to Create and Open.
-	ErrInvalidOptions = errors.New("sstable: invalid options")
+	// ErrClosed is returned by every method of a closed Writer or Reader
+	// (the module's one closed error, kv.ErrClosed).
+	ErrClosed = base.ErrClosed
+	// ErrInvalidOptions is wrapped for bad arguments to Create and Open
+	// (the module's one invalid-options error, kv.ErrInvalidOptions).
+	ErrInvalidOptions = base.ErrInvalidOptions
 	// ErrOutOfOrder is wrapped when Writer.Add gets a key that does not
 	// follow the previous one in internal-key order.
 	ErrOutOfOrder = errors.New("sstable: keys out of order")

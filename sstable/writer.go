@@ -152,7 +152,7 @@ func Create(fs vfs.FS, path string, opts WriterOptions) (*Writer, error) {
 	var wp *filterpolicy.WriterPolicy
 	if opts.Policy != nil && opts.Policy.Kind() != "none" {
 		if wp, err = filterpolicy.ForTable(opts.Policy, opts.FilterSeed, opts.KnownNegatives); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+			return nil, base.InvalidOptions("", err)
 		}
 	}
 	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)

@@ -19,8 +19,9 @@ import (
 // Sentinel errors shared by every kind.
 var (
 	// ErrInvalidOptions is wrapped by Kind.Configure for out-of-range or
-	// unsupported options.
-	ErrInvalidOptions = errors.New("filter: invalid options")
+	// unsupported options (the module's one invalid-options error,
+	// kv.ErrInvalidOptions).
+	ErrInvalidOptions = base.ErrInvalidOptions
 	// ErrCorrupt is wrapped by Kind.Decode for bytes that are not a valid
 	// local state of the kind. It also matches the module's one corruption
 	// error (kv.ErrCorruption).
