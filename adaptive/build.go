@@ -156,26 +156,19 @@ func comparePairs(a, b hashPair) int {
 	return cmp.Compare(a.h2, b.h2)
 }
 
-// build lays out the filter from hash pairs (which it may reorder).
-func build(kind Kind, opts Options, hs []hashPair) (*qf, MemRemote) {
-	f := &qf{kind: kind, r: uint(opts.RemainderBits), seed: opts.Seed, load: opts.LoadFactor}
-	f.initParams()
-	f.nq = uint64(math.Ceil(float64(len(hs)) / opts.LoadFactor))
-	if f.nq < 1 {
-		f.nq = 1
-	}
-	nq := f.nq
-
+// groupByHome orders hs by home slot among nq (a counting sort into buf,
+// which holds len(hs) pairs), sorts each slot's pairs and drops duplicates:
+// slot q's pairs are pairs[counts[q]:counts[q+1]].
+func groupByHome(hs []hashPair, nq uint64, buf []hashPair) (pairs []hashPair, counts []uint32) {
 	// Counting sort by home slot.
-	counts := make([]uint32, nq+1)
+	counts = make([]uint32, nq+1)
 	for _, h := range hs {
 		counts[quotient(h.h1, nq)+1]++
 	}
 	for i := uint64(1); i <= nq; i++ {
 		counts[i] += counts[i-1]
 	}
-	sorted := getHashBuf(len(hs))[:len(hs)]
-	defer putHashBuf(sorted)
+	sorted := buf
 	// counts[q] is the next free place of slot q's pairs; afterwards it
 	// is where slot q+1's begin, and one shift puts the starts back.
 	for _, h := range hs {
@@ -203,8 +196,23 @@ func build(kind Kind, opts Options, hs []hashPair) (*qf, MemRemote) {
 		}
 	}
 	counts[nq] = uint32(n)
-	sorted = sorted[:n]
-	f.n = n
+	return sorted[:n], counts
+}
+
+// build lays out the filter from hash pairs (which it may reorder).
+func build(kind Kind, opts Options, hs []hashPair) (*qf, MemRemote) {
+	f := &qf{kind: kind, r: uint(opts.RemainderBits), seed: opts.Seed, load: opts.LoadFactor}
+	f.initParams()
+	f.nq = uint64(math.Ceil(float64(len(hs)) / opts.LoadFactor))
+	if f.nq < 1 {
+		f.nq = 1
+	}
+	nq := f.nq
+
+	buf := getHashBuf(len(hs))[:len(hs)]
+	defer putHashBuf(buf)
+	sorted, counts := groupByHome(hs, nq, buf)
+	f.n = len(sorted)
 
 	// Slots needed: runs in quotient order, each starting at its home slot
 	// or right after the previous run.

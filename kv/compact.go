@@ -160,11 +160,7 @@ func (db *DB) reserveIntraL0Output(v *version) uint64 {
 // (reserveIntraL0Output).
 func (db *DB) runCompaction(plan *compaction.Plan, v *version, outNum uint64) (err error) {
 	start := time.Now()
-	info := CompactionInfo{JobID: db.nextJobID(), Move: isMove(plan), Manual: plan.Manual,
-		Input: []LevelTables{{Level: plan.Level, Tables: tableInfos(plan.Inputs)}}, Output: LevelTables{Level: plan.OutputLevel}}
-	if plan.OutputLevel != plan.Level && len(plan.Overlapping) > 0 {
-		info.Input = append(info.Input, LevelTables{Level: plan.OutputLevel, Tables: tableInfos(plan.Overlapping)})
-	}
+	info := compactionInfo(db.nextJobID(), plan)
 	if f := db.events.CompactionBegin; f != nil {
 		f(info)
 	}
@@ -182,15 +178,54 @@ func (db *DB) runCompaction(plan *compaction.Plan, v *version, outNum uint64) (e
 		return nil
 	}
 	defer func() { db.compactNanos.Add(int64(time.Since(start))) }()
-	iters, err := db.compactionInputs(plan)
+	metas, err := db.writeCompaction(plan, v, outNum, info.JobID)
 	if err != nil {
 		return err
+	}
+	if err := db.logAndApply(compactionEdit(plan, metas), nil); err != nil {
+		// The edit may be durable: keep the outputs (orphans are deleted
+		// by the next Open).
+		return err
+	}
+	info.Output.Tables = tableInfos(metas)
+	db.compactions.Add(1)
+	if plan.IsIntraL0() {
+		db.intraL0Compactions.Add(1)
+	}
+	for _, t := range plan.Tables() {
+		db.compactedReadBytes.Add(t.Size)
+	}
+	fns := make([]uint64, len(metas))
+	for i, m := range metas {
+		db.compactedBytes.Add(m.Size)
+		fns[i] = m.FileNum
+	}
+	db.warmTables(fns...)
+	return nil
+}
+
+// compactionInfo describes plan for the event listener.
+func compactionInfo(jobID int, plan *compaction.Plan) CompactionInfo {
+	info := CompactionInfo{JobID: jobID, Move: isMove(plan), Manual: plan.Manual,
+		Input: []LevelTables{{Level: plan.Level, Tables: tableInfos(plan.Inputs)}}, Output: LevelTables{Level: plan.OutputLevel}}
+	if plan.OutputLevel != plan.Level && len(plan.Overlapping) > 0 {
+		info.Input = append(info.Input, LevelTables{Level: plan.OutputLevel, Tables: tableInfos(plan.Overlapping)})
+	}
+	return info
+}
+
+// writeCompaction merges the plan's tables into new tables and returns
+// them; on an error it removes what it wrote.
+func (db *DB) writeCompaction(plan *compaction.Plan, v *version, outNum uint64, jobID int) ([]*base.TableMeta, error) {
+	iters, err := db.compactionInputs(plan)
+	if err != nil {
+		return nil, err
 	}
 	in := compaction.NewMergingIter(iters...)
 	rangeDels, err := db.rangeDelsOf(plan.Tables())
 	if err != nil {
 		in.Close()
-		return err
+		return nil, err
 	}
 	kn := db.buildNegatives()
 	var outs []*tableOutput
@@ -204,7 +239,7 @@ func (db *DB) runCompaction(plan *compaction.Plan, v *version, outNum uint64) (e
 			case len(outs) > 0:
 				return nil, errors.New("kv: an intra-L0 compaction writes one table")
 			}
-			o, err := db.newOutputNum(num, kn, db.opts.TableFormat, info.JobID, "compacting")
+			o, err := db.newOutputNum(num, kn, db.opts.TableFormat, jobID, "compacting")
 			if err == nil {
 				outs = append(outs, o)
 			}
@@ -225,21 +260,24 @@ func (db *DB) runCompaction(plan *compaction.Plan, v *version, outNum uint64) (e
 	if cerr := in.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
-	removeOutputs := func() {
+	if err != nil {
 		for _, m := range metas {
 			_ = db.fs.Remove(db.fs.PathJoin(db.dir, tableFileName(m.FileNum)))
 		}
-	}
-	if err != nil {
-		removeOutputs()
 		switch {
 		case errors.Is(err, sstable.ErrCorrupt):
 			err = fmt.Errorf("%w: %w", ErrCorruption, err)
 		case errors.Is(err, compaction.ErrCanceled):
 			err = fmt.Errorf("%w: %w", ErrClosed, err) // by Close
 		}
-		return fmt.Errorf("kv: compaction L%d->L%d: %w", plan.Level, plan.OutputLevel, err)
+		return nil, fmt.Errorf("kv: compaction L%d->L%d: %w", plan.Level, plan.OutputLevel, err)
 	}
+	return metas, nil
+}
+
+// compactionEdit deletes the plan's tables and adds metas to its output
+// level.
+func compactionEdit(plan *compaction.Plan, metas []*base.TableMeta) *versionEdit {
 	edit := &versionEdit{}
 	for _, t := range plan.Inputs {
 		edit.deleted = append(edit.deleted, deletedTable{level: plan.Level, fileNum: t.FileNum})
@@ -252,26 +290,7 @@ func (db *DB) runCompaction(plan *compaction.Plan, v *version, outNum uint64) (e
 	for _, m := range metas {
 		edit.added = append(edit.added, addedTable{level: plan.OutputLevel, meta: m})
 	}
-	if err := db.logAndApply(edit, nil); err != nil {
-		// The edit may be durable: keep the outputs (orphans are deleted
-		// by the next Open).
-		return err
-	}
-	info.Output.Tables = tableInfos(metas)
-	db.compactions.Add(1)
-	if plan.IsIntraL0() {
-		db.intraL0Compactions.Add(1)
-	}
-	for _, t := range plan.Tables() {
-		db.compactedReadBytes.Add(t.Size)
-	}
-	fns := make([]uint64, len(metas))
-	for i, m := range metas {
-		db.compactedBytes.Add(m.Size)
-		fns[i] = m.FileNum
-	}
-	db.warmTables(fns...)
-	return nil
+	return edit
 }
 
 // isMove reports whether a background plan can move its table down instead

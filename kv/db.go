@@ -252,8 +252,50 @@ func Open(dir string, opts *Options) (*DB, error) {
 			return nil, fmt.Errorf("kv: filter policy %q: %w", o.FilterPolicy, err)
 		}
 	}
-	fs := o.FS
+	lock, err := lockDir(o.FS, dir, o.ReadOnly)
+	if err != nil {
+		return nil, err
+	}
+	db := newDB(dir, o, policy, lock)
+	if err := db.openTableFS(); err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
+	db.initSync()
+	go db.deleteLoop()
+	// The table cache owns the block cache's reference (see tableCache).
+	db.tc = newTableCache(db.readFS, dir, pebble.NewCache(o.BlockCacheSize), o.MaxOpenFiles, o.ReadOnly)
+	if policy.Adaptive() && o.RemoteCacheSize > 0 {
+		db.tc.useRemoteCache(o.RemoteCacheSize)
+	}
+	db.openKnownNegatives() // before recovery: its flush uses them
+	if db.kn != nil {       // before any table is opened
+		db.setFixGate()
+	}
+	if !o.FixInline {
+		db.tc.startFixes()
+	}
+	if err := db.recover(); err != nil {
+		db.abandonOpen()
+		return nil, err
+	}
+	db.commits.nextSeq = db.lastSeq.Load() + 1
 	if !o.ReadOnly {
+		// The options the store runs with, for people and tools (Open
+		// never reads it; ParseOptions does): best effort, since a store
+		// that cannot write it loses nothing.
+		_ = atomicfile.Write(o.FS, o.FS.PathJoin(dir, optionsFileName), o.FS.PathJoin(dir, optionsFileName+".tmp"), []byte(o.String()))
+		db.startBackground()
+	}
+	db.wg.Add(1)
+	go db.warmLiveTables()
+	return db, nil
+}
+
+// lockDir creates dir if it does not exist (unless readOnly) and takes its
+// lock.
+func lockDir(fs vfs.FS, dir string, readOnly bool) (io.Closer, error) {
+	if !readOnly {
 		if _, err := fs.Stat(dir); errors.Is(err, os.ErrNotExist) {
 			if err := fs.MkdirAll(dir, 0o755); err != nil {
 				return nil, err
@@ -271,8 +313,14 @@ func Open(dir string, opts *Options) (*DB, error) {
 		}
 		return nil, fmt.Errorf("%w: %s: %w", ErrLocked, dir, err)
 	}
+	return lock, nil
+}
+
+// newDB returns the DB of a store whose directory Open holds the lock of,
+// with its event listener chosen.
+func newDB(dir string, o Options, policy filterpolicy.Policy, lock io.Closer) *DB {
 	db := &DB{
-		dir: dir, opts: o, fs: fs, policy: policy, lock: lock,
+		dir: dir, opts: o, fs: o.FS, policy: policy, lock: lock,
 		walKick: make(chan struct{}, 1),
 		closeCh: make(chan struct{}),
 		// Room for one memtable's chunks (Size counts the arena bytes
@@ -286,10 +334,11 @@ func Open(dir string, opts *Options) (*DB, error) {
 	case o.Logger != nil:
 		db.events = MakeLoggingEventListener(o.Logger)
 	}
-	if err := db.openTableFS(); err != nil {
-		_ = lock.Close()
-		return nil, err
-	}
+	return db
+}
+
+// initSync makes the DB's maps, condition variables and channels.
+func (db *DB) initSync() {
 	db.refs.count = make(map[uint64]int)
 	db.mu.snapshots = make(map[*Snapshot]struct{})
 	db.mu.liveRS = make(map[*readState]struct{})
@@ -303,62 +352,50 @@ func Open(dir string, opts *Options) (*DB, error) {
 	db.compact.cond = sync.NewCond(&db.compact.mu)
 	db.deletion.cond = sync.NewCond(&db.deletion.mu)
 	db.deletion.done = make(chan struct{})
-	go db.deleteLoop()
-	// The table cache owns the block cache's reference (see tableCache).
-	db.tc = newTableCache(db.readFS, dir, pebble.NewCache(o.BlockCacheSize), o.MaxOpenFiles, o.ReadOnly)
-	if policy.Adaptive() && o.RemoteCacheSize > 0 {
-		db.tc.useRemoteCache(o.RemoteCacheSize)
-	}
-	db.openKnownNegatives() // before recovery: its flush uses them
-	if db.kn != nil {       // before any table is opened
-		switch o.FixRule {
-		case FixRepeated:
-			db.tc.fixGate = db.fixRepeated
-		case FixAuto:
-			db.tc.fixGate = db.fixAuto
-		case FixCached:
-			db.tc.fixGate, db.tc.cacheFPs = db.fixHeld, true
-			if !o.DirectReads { // see Options.FixRule
-				db.tc.fixGate, db.tc.fixReturning = db.fixRepeated, true
-			}
+}
+
+// setFixGate hands the table cache the gate of Options.FixRule, which
+// reads the record of known negatives.
+func (db *DB) setFixGate() {
+	switch db.opts.FixRule {
+	case FixRepeated:
+		db.tc.fixGate = db.fixRepeated
+	case FixAuto:
+		db.tc.fixGate = db.fixAuto
+	case FixCached:
+		db.tc.fixGate, db.tc.cacheFPs = db.fixHeld, true
+		if !db.opts.DirectReads { // see Options.FixRule
+			db.tc.fixGate, db.tc.fixReturning = db.fixRepeated, true
 		}
 	}
-	if !o.FixInline {
-		db.tc.startFixes()
+}
+
+// abandonOpen closes what a failed recovery opened (the files it created
+// stay: the next Open deletes what no manifest refers to) and the lock.
+func (db *DB) abandonOpen() {
+	if db.wal != nil {
+		db.wal.close()
 	}
-	if err := db.recover(); err != nil {
-		// Close what recovery opened (the files it created stay: the next
-		// Open deletes what no manifest refers to).
-		if db.wal != nil {
-			db.wal.close()
-		}
-		if db.manifest.w != nil {
-			db.manifest.w.close()
-		}
-		db.tc.closeAll()
-		db.stopDeletions()
-		lock.Close()
-		return nil, err
+	if db.manifest.w != nil {
+		db.manifest.w.close()
 	}
-	db.commits.nextSeq = db.lastSeq.Load() + 1
-	if !o.ReadOnly {
-		// The options the store runs with, for people and tools (Open
-		// never reads it; ParseOptions does): best effort, since a store
-		// that cannot write it loses nothing.
-		_ = atomicfile.Write(fs, fs.PathJoin(dir, optionsFileName), fs.PathJoin(dir, optionsFileName+".tmp"), []byte(o.String()))
-		db.wg.Add(3)
-		go db.flushLoop()
-		go db.compactLoop()
-		go db.walSyncLoop()
-		if o.WALBufferNoSync {
-			db.wg.Add(1)
-			go db.walWriteBackLoop()
-		}
-		db.kickCompaction()
+	db.tc.closeAll()
+	db.stopDeletions()
+	db.lock.Close()
+}
+
+// startBackground starts the goroutines of a writable store: flushes,
+// compactions, WAL syncs (and write-back) and a first compaction check.
+func (db *DB) startBackground() {
+	db.wg.Add(3)
+	go db.flushLoop()
+	go db.compactLoop()
+	go db.walSyncLoop()
+	if db.opts.WALBufferNoSync {
+		db.wg.Add(1)
+		go db.walWriteBackLoop()
 	}
-	db.wg.Add(1)
-	go db.warmLiveTables()
-	return db, nil
+	db.kickCompaction()
 }
 
 // warmLiveTables opens the live tables (up to MaxOpenFiles) in the background

@@ -106,23 +106,7 @@ func (db *DB) flushMemtables(ms []*memEntry, nextLog uint64) (err error) {
 		rangeDels = append(rangeDels, m.mt.RangeDels())
 	}
 	if rds := rangedel.Merge(rangeDels...); len(its) > 0 || rds.Len() > 0 {
-		var splits [][]byte
-		if db.opts.FlushSplitBytes > 0 {
-			v := db.currentVersion()
-			splits = compaction.FlushSplitKeys(v.levels, db.compactionOptions())
-			v.unref()
-		}
-		var it base.Iterator = compaction.NewMergingIter() // none: range tombstones only
-		if len(its) > 0 {
-			it = its[0]
-		}
-		if len(its) > 1 {
-			// Sequence numbers grow from each memtable to the next, so
-			// merging by internal key keeps every version in order.
-			it = compaction.NewMergingIter(its...)
-		}
-		metas, err := db.writeTables(it, rds, splits, uint64(db.opts.FlushSplitBytes), info.JobID, "flushing")
-		_ = it.Close() // memtable iterators hold nothing and cannot fail
+		metas, err := db.writeFlush(its, rds, info.JobID)
 		if err != nil {
 			return err
 		}
@@ -162,6 +146,30 @@ func (db *DB) flushMemtables(ms []*memEntry, nextLog uint64) (err error) {
 	}
 	db.kickCompaction()
 	return nil
+}
+
+// writeFlush writes the entries of the memtable iterators its (oldest
+// first) and the range tombstones rds as L0 tables, split where
+// FlushSplitBytes asks.
+func (db *DB) writeFlush(its []base.Iterator, rds *rangedel.Set, jobID int) ([]*base.TableMeta, error) {
+	var splits [][]byte
+	if db.opts.FlushSplitBytes > 0 {
+		v := db.currentVersion()
+		splits = compaction.FlushSplitKeys(v.levels, db.compactionOptions())
+		v.unref()
+	}
+	var it base.Iterator = compaction.NewMergingIter() // none: range tombstones only
+	if len(its) > 0 {
+		it = its[0]
+	}
+	if len(its) > 1 {
+		// Sequence numbers grow from each memtable to the next, so
+		// merging by internal key keeps every version in order.
+		it = compaction.NewMergingIter(its...)
+	}
+	metas, err := db.writeTables(it, rds, splits, uint64(db.opts.FlushSplitBytes), jobID, "flushing")
+	_ = it.Close() // memtable iterators hold nothing and cannot fail
+	return metas, err
 }
 
 func (db *DB) kickCompaction() {

@@ -31,18 +31,7 @@ func (db *DB) recover() error {
 	if err != nil {
 		return err
 	}
-	maxNum := st.nextFileNum
-	var wals []uint64
-	for _, n := range names {
-		ft, num := parseFileName(n)
-		if ft == fileTypeWAL && num >= st.logNum {
-			wals = append(wals, num)
-		}
-		if ft != fileTypeUnknown && num >= maxNum {
-			maxNum = num + 1
-		}
-	}
-	slices.Sort(wals)
+	wals, maxNum := walsToReplay(names, st)
 	db.nextFileNum.Store(maxNum)
 	db.lastSeq.Store(st.lastSeq)
 	if err := checkStateOnDisk(st, names); err != nil {
@@ -52,16 +41,8 @@ func (db *DB) recover() error {
 	if err != nil {
 		return err
 	}
-	levels := st.levels
 	if db.opts.ReadOnly {
-		db.mu.logNum = st.logNum
-		last := len(mts) - 1
-		for _, mt := range mts[:last] {
-			db.mu.imm = append(db.mu.imm, &memEntry{mt: mt})
-		}
-		db.mu.mem = &memEntry{mt: mts[last]}
-		db.mu.current = db.newVersion(levels)
-		db.newReadStateLocked()
+		db.installReadOnly(st, mts)
 		return nil
 	}
 
@@ -72,21 +53,9 @@ func (db *DB) recover() error {
 	// still newest, its torn tail still tolerated) or a manifest that no
 	// longer needs them: never a new empty WAL next to a manifest that
 	// still does.
-	var edit versionEdit
-	for _, mt := range mts {
-		if mt.Empty() {
-			continue
-		}
-		meta, err := db.writeTable(mt.NewIter(), mt.RangeDels())
-		if err != nil {
-			return err
-		}
-		edit.added = append(edit.added, addedTable{level: 0, meta: meta})
-	}
-	if len(edit.added) > 0 {
-		if levels, err = applyEdit(levels, &edit); err != nil {
-			return err
-		}
+	levels, err := db.flushRecovered(st.levels, mts)
+	if err != nil {
+		return err
 	}
 	walNum := db.allocFileNum()
 	manNum := db.allocFileNum()
@@ -111,6 +80,57 @@ func (db *DB) recover() error {
 	db.newReadStateLocked()
 	deleteObsoleteFiles(fs, dir, names, levels, walNum, manNum)
 	return nil
+}
+
+// walsToReplay returns the numbers of the WALs in names that the state st
+// does not cover, in order, and the first file number above every file in
+// names and st's next file number.
+func walsToReplay(names []string, st *manifestState) (wals []uint64, maxNum uint64) {
+	maxNum = st.nextFileNum
+	for _, n := range names {
+		ft, num := parseFileName(n)
+		if ft == fileTypeWAL && num >= st.logNum {
+			wals = append(wals, num)
+		}
+		if ft != fileTypeUnknown && num >= maxNum {
+			maxNum = num + 1
+		}
+	}
+	slices.Sort(wals)
+	return wals, maxNum
+}
+
+// installReadOnly installs the state of a read-only store: the replayed
+// memtables stay memtables, the newest one mutable (never written).
+func (db *DB) installReadOnly(st *manifestState, mts []*memtable.MemTable) {
+	db.mu.logNum = st.logNum
+	last := len(mts) - 1
+	for _, mt := range mts[:last] {
+		db.mu.imm = append(db.mu.imm, &memEntry{mt: mt})
+	}
+	db.mu.mem = &memEntry{mt: mts[last]}
+	db.mu.current = db.newVersion(st.levels)
+	db.newReadStateLocked()
+}
+
+// flushRecovered writes each non-empty replayed memtable as an L0 table
+// and returns levels with them added.
+func (db *DB) flushRecovered(levels [compaction.NumLevels][]*base.TableMeta, mts []*memtable.MemTable) ([compaction.NumLevels][]*base.TableMeta, error) {
+	var edit versionEdit
+	for _, mt := range mts {
+		if mt.Empty() {
+			continue
+		}
+		meta, err := db.writeTable(mt.NewIter(), mt.RangeDels())
+		if err != nil {
+			return levels, err
+		}
+		edit.added = append(edit.added, addedTable{level: 0, meta: meta})
+	}
+	if len(edit.added) == 0 {
+		return levels, nil
+	}
+	return applyEdit(levels, &edit)
 }
 
 // readStoreState reads the state CURRENT names, or returns the empty state

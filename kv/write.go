@@ -239,33 +239,9 @@ func (db *DB) commitGroup(group []*commitReq) (end groupEnd, ok bool) {
 		fail(*err)
 		return end, false
 	}
-	flush := false
-	for _, r := range group {
-		flush = flush || r.flush
-	}
-	mem := db.mu.mem // only the leader replaces db.mu.mem
-	if flush || mem.mt.Size() >= int64(db.opts.MemTableSize) {
-		if flush {
-			// A flush waits for the current memtable and every older
-			// queued one.
-			db.mu.Lock()
-			rotated := slices.Clone(db.mu.imm)
-			db.mu.Unlock()
-			if !mem.mt.Empty() {
-				rotated = append(rotated, mem)
-			}
-			for _, r := range group {
-				if r.flush {
-					r.rotated = rotated
-				}
-			}
-		}
-		if !mem.mt.Empty() {
-			if err := db.rotateMemtable(); err != nil {
-				fail(err)
-				return end, false
-			}
-		}
+	if err := db.rotateForGroup(group); err != nil {
+		fail(err)
+		return end, false
 	}
 
 	seq := db.commits.nextSeq
@@ -316,6 +292,38 @@ func (db *DB) commitGroup(group []*commitReq) (end groupEnd, ok bool) {
 	}
 	db.commits.nextSeq = seq
 	return groupEnd{lastSeq: seq - 1, sync: sync, wal: db.wal, offset: db.wal.size()}, true
+}
+
+// rotateForGroup makes the memtable immutable before the group is applied
+// if it is full or a request of the group is a flush, and hands each flush
+// request the memtables it waits for (the current one and every older
+// queued one).
+func (db *DB) rotateForGroup(group []*commitReq) error {
+	flush := false
+	for _, r := range group {
+		flush = flush || r.flush
+	}
+	mem := db.mu.mem // only the leader replaces db.mu.mem
+	if !flush && mem.mt.Size() < int64(db.opts.MemTableSize) {
+		return nil
+	}
+	if flush {
+		db.mu.Lock()
+		rotated := slices.Clone(db.mu.imm)
+		db.mu.Unlock()
+		if !mem.mt.Empty() {
+			rotated = append(rotated, mem)
+		}
+		for _, r := range group {
+			if r.flush {
+				r.rotated = rotated
+			}
+		}
+	}
+	if mem.mt.Empty() {
+		return nil
+	}
+	return db.rotateMemtable()
 }
 
 // publishGroup makes a written and applied group visible: at once if it

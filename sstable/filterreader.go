@@ -82,46 +82,10 @@ func (t *tableFilter) load(file vfs.File, filters []psst.NamedBlockHandle) error
 		t.filterErr = fmt.Errorf("%w: filter block handle %d+%d out of range", filterpolicy.ErrCorruptBlock, off, length)
 		return nil
 	}
-	// A static policy's block is header and local state only: one read of
-	// the whole block. An adaptive one also holds the remote section, which
-	// stays on disk: read the header, then header and local state.
-	var block []byte
-	var h filterpolicy.Header
-	var err error
-	if kind, ok := filterpolicy.KindOfMetaBlock(bh.Name); ok && !kind.Adaptive() {
-		block = make([]byte, length)
-		if _, err := file.ReadAt(block, off); err != nil {
-			return fmt.Errorf("%w: reading filter block: %w", ErrCorrupt, err)
-		}
-		if h, err = filterpolicy.ParseHeader(block); err != nil {
-			t.filterErr = err
-			return nil
-		}
-	} else {
-		var hb [filterpolicy.HeaderSize]byte
-		if _, err := file.ReadAt(hb[:], off); err != nil {
-			return fmt.Errorf("%w: reading filter block header: %w", ErrCorrupt, err)
-		}
-		if h, err = filterpolicy.ParseHeader(hb[:]); err != nil {
-			t.filterErr = err
-			return nil
-		}
+	block, h, ok, err := t.readLocal(file, bh.Name, off, length)
+	if !ok || err != nil {
+		return err
 	}
-	want := int64(h.LocalEnd())
-	if h.HasRemote {
-		want += int64(h.RemoteSize())
-	}
-	if want != length {
-		t.filterErr = fmt.Errorf("%w: filter block length %d, header describes %d", filterpolicy.ErrCorruptBlock, length, want)
-		return nil
-	}
-	if block == nil {
-		block = make([]byte, h.LocalEnd())
-		if _, err := file.ReadAt(block, off); err != nil {
-			return fmt.Errorf("%w: reading filter block: %w", ErrCorrupt, err)
-		}
-	}
-	block = block[:h.LocalEnd()]
 	if h.HasRemote {
 		t.remote = filterpolicy.NewBlockRemote(file, off, h)
 		t.remote.SetCache(t.remoteCache)
@@ -144,6 +108,49 @@ func (t *tableFilter) load(file vfs.File, filters []psst.NamedBlockHandle) error
 		}
 	}
 	return nil
+}
+
+// readLocal reads the header and local state of the filter block name at
+// off (length bytes in the table). ok is false when the block is bad
+// (t.filterErr says why) or the read failed (err).
+func (t *tableFilter) readLocal(file vfs.File, name string, off, length int64) (block []byte, h filterpolicy.Header, ok bool, err error) {
+	// A static policy's block is header and local state only: one read of
+	// the whole block. An adaptive one also holds the remote section, which
+	// stays on disk: read the header, then header and local state.
+	if kind, ok := filterpolicy.KindOfMetaBlock(name); ok && !kind.Adaptive() {
+		block = make([]byte, length)
+		if _, err := file.ReadAt(block, off); err != nil {
+			return nil, h, false, fmt.Errorf("%w: reading filter block: %w", ErrCorrupt, err)
+		}
+		if h, err = filterpolicy.ParseHeader(block); err != nil {
+			t.filterErr = err
+			return nil, h, false, nil
+		}
+	} else {
+		var hb [filterpolicy.HeaderSize]byte
+		if _, err := file.ReadAt(hb[:], off); err != nil {
+			return nil, h, false, fmt.Errorf("%w: reading filter block header: %w", ErrCorrupt, err)
+		}
+		if h, err = filterpolicy.ParseHeader(hb[:]); err != nil {
+			t.filterErr = err
+			return nil, h, false, nil
+		}
+	}
+	want := int64(h.LocalEnd())
+	if h.HasRemote {
+		want += int64(h.RemoteSize())
+	}
+	if want != length {
+		t.filterErr = fmt.Errorf("%w: filter block length %d, header describes %d", filterpolicy.ErrCorruptBlock, length, want)
+		return nil, h, false, nil
+	}
+	if block == nil {
+		block = make([]byte, h.LocalEnd())
+		if _, err := file.ReadAt(block, off); err != nil {
+			return nil, h, false, fmt.Errorf("%w: reading filter block: %w", ErrCorrupt, err)
+		}
+	}
+	return block[:h.LocalEnd()], h, true, nil
 }
 
 // metrics fills the filter's counters and sizes into m.
