@@ -158,21 +158,7 @@ func fillCounters(res *Result, d Counters, cal calibration) {
 		res.WriteAmp = f64p(float64(d.BytesFlushed+d.BytesCompacted) / float64(d.BytesFlushed))
 	}
 	if res.Gets > 0 {
-		g := float64(res.Gets)
-		res.ProbesPerGet = float64(res.FilterMaybes) / g
-		if res.FalsePositiveProbes != nil {
-			res.FPProbesPer1kGets = f64p(float64(*res.FalsePositiveProbes) * 1000 / g)
-		}
-		if cand := res.FilterChecks + res.UnfilteredProbes; res.FalsePositiveProbes != nil && cand > 0 {
-			res.FPProbesPer1kChecks = f64p(float64(*res.FalsePositiveProbes) * 1000 / float64(cand))
-		}
-		if res.DataBlockReads != nil {
-			res.DataBlockReadsPer = f64p(float64(*res.DataBlockReads) / g)
-		}
-		if res.TableReads != nil {
-			res.TableReadsPer1kGets = f64p(float64(*res.TableReads) * 1000 / g)
-			res.TableKiBPerGet = f64p(float64(*res.TableReadBytes) / 1024 / g)
-		}
+		res.perGet()
 	}
 	res.Eps = cal.eps
 	res.ChecksPerAbsentGet = cal.checksPerAbsentGet
@@ -187,6 +173,25 @@ func fillCounters(res *Result, d Counters, cal calibration) {
 	case cal.fpChecksPerPresentGet != nil:
 		res.FPLowerBound = f64p(cal.eps * (float64(res.UniqueAbsentKeys)*res.ChecksPerAbsentGet +
 			float64(res.UniquePresent)**cal.fpChecksPerPresentGet))
+	}
+}
+
+// perGet derives the per-Get figures from res's counts (res.Gets > 0).
+func (res *Result) perGet() {
+	g := float64(res.Gets)
+	res.ProbesPerGet = float64(res.FilterMaybes) / g
+	if res.FalsePositiveProbes != nil {
+		res.FPProbesPer1kGets = f64p(float64(*res.FalsePositiveProbes) * 1000 / g)
+	}
+	if cand := res.FilterChecks + res.UnfilteredProbes; res.FalsePositiveProbes != nil && cand > 0 {
+		res.FPProbesPer1kChecks = f64p(float64(*res.FalsePositiveProbes) * 1000 / float64(cand))
+	}
+	if res.DataBlockReads != nil {
+		res.DataBlockReadsPer = f64p(float64(*res.DataBlockReads) / g)
+	}
+	if res.TableReads != nil {
+		res.TableReadsPer1kGets = f64p(float64(*res.TableReads) * 1000 / g)
+		res.TableKiBPerGet = f64p(float64(*res.TableReadBytes) / 1024 / g)
 	}
 }
 

@@ -9,15 +9,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"runtime/pprof"
-	"runtime/trace"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/adaptkv/adaptkv/cmd/kvbench/internal/ycsb"
-	"github.com/adaptkv/adaptkv/kv"
-	"github.com/adaptkv/adaptkv/sstable"
 )
 
 const (
@@ -126,51 +122,7 @@ type options struct {
 // table to stdout (or stderr when the JSON goes to stdout).
 func run(args []string, stdout, stderr io.Writer) error {
 	var o options
-	fs := flag.NewFlagSet("kvbench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, usageText, defaultRecordCount(), defaultWorkloads, strings.Join(defaultKVPolicies, ", "), defaultMemTable>>20,
-			defaultTargetFile>>20, defaultL0Trigger, defaultCache>>20, strings.Join(ycsb.BuiltinNames(), ", "))
-		fs.PrintDefaults()
-		fmt.Fprintf(stderr, "\nPolicies available in this build: %s\n", strings.Join(allPolicies(), ","))
-	}
-	fs.StringVar(&o.policies, "policies", "", "comma-separated policies (default: "+strings.Join(defaultPolicies(), ",")+")")
-	fs.StringVar(&o.workloads, "workloads", defaultWorkloads, "comma-separated workload names or property-file paths")
-	fs.Uint64Var(&o.records, "records", 0, "records to load (default: the first workload's recordcount; every built-in workload says 500000)")
-	fs.Uint64Var(&o.ops, "ops", 0, "operations per workload (0: each file's operationcount); the adversary then starts with ops/adversarysubrounds keys")
-	fs.IntVar(&o.threads, "threads", 1, "worker threads for load and mixed workloads (the adversary is single-threaded)")
-	fs.Float64Var(&o.target, "target", 0, "throttle mixed workloads to N operations per second over all threads (YCSB's -target), so that\nstores are compared at the same offered load (0: as fast as each store goes)")
-	fs.IntVar(&o.bits, "bits", 10, "bits/key of the bloom policy and of the Pebble peer's bloom filter")
-	fs.IntVar(&o.knownNeg, "knownnegatives", 0, "absent keys each adaptkv store remembers for its new tables (kv.Options.KnownNegatives; 0: default, -1: off)")
-	fs.StringVar(&o.record, "record", "auto", "which absent Gets the adaptkv stores record as known negatives (kv.Options.RecordAbsent): auto (with -direct,\na -fix other than every, or stacked), always or never")
-	fs.StringVar(&o.dir, "dir", "", "keep each store's data in DIR/<policy> and reuse it when it matches (default: a temporary directory, removed);\nkept stores keep their adapted filters, so rerun with another -seed for fresh absent keys")
-	fs.Uint64Var(&o.seed, "seed", 1, "random seed of values, operation streams and the absent-key universes")
-	fs.StringVar(&o.jsonPath, "json", "", "write results as JSON to FILE (- for stdout)")
-	fs.StringVar(&o.csvPath, "csv", "", "write results as CSV to FILE")
-	fs.StringVar(&o.plot, "plot", "", "draw wasted probes and ops/s per policy to FILE.svg or FILE.png")
-	fs.IntVar(&o.memTable, "memtable-size", defaultMemTable, "memtable size in bytes")
-	fs.IntVar(&o.peerMemTable, "peer-memtable-size", 0, "memtable size in bytes of the Pebble peers (0: -memtable-size; their level sizes and bulk load stay those of\n-memtable-size): an adaptkv store holds one more memtable while L0 is deep (kv.Options.MergeFlushL0Depth);\nthe memtbl MiB column shows each store's peak")
-	fs.Int64Var(&o.cacheSize, "cache-size", defaultCache, "block cache size in bytes of every store (the Pebble peers' too); with -direct the only cache of table\nblocks, so a data set larger than it makes a wasted probe a device read")
-	fs.IntVar(&o.valueSize, "value-size", 0, "bytes of every record's value, loaded and written (0: each workload's fieldcount x fieldlength)")
-	fs.IntVar(&o.targetFile, "target-file-size", defaultTargetFile, "target table size in bytes")
-	fs.StringVar(&o.tableFormat, "table-format", "columnar", "block layout of the adaptkv stores' tables: columnar or row (kv.Options.TableFormat;\ntheir flushes write row blocks either way; the Pebble peers write Pebble's default, row)")
-	fs.IntVar(&o.calibrate, "calibrate", 20000, "fresh keys per calibration pass (eps and checks per Get for the FP bound)")
-	fs.IntVar(&o.repeat, "repeat", 1, "run everything N times, run i with seed -seed+i and the stores in an order rotated by i*stores/N;\nthe table shows each figure's median over the runs (ops/s and FP/1k gets with their min-max), -json and -csv every run's rows")
-	fs.BoolVar(&o.direct, "direct", false, "cold storage: every store reads its tables around the OS page cache (O_DIRECT; kv.Options.DirectReads,\nthe Pebble peers through the same reads), so the block cache is the only cache; Linux")
-	fs.StringVar(&o.fixRule, "fix", "default", "which false positives the adaptkv stores' adaptive filters fix (kv.Options.FixRule): default (cached with\n-direct, else every), every, repeated (keys the known-negative record holds), auto (every one while absent keys repeat,\nelse those of keys asked before), or cached (those of keys asked before, the others cached per table)")
-	fs.BoolVar(&o.fixInline, "fix-inline", false, "the adaptkv stores' Gets make their fixes themselves (kv.Options.FixInline) instead of queueing them\nto the store's background goroutine")
-	fs.Int64Var(&o.remoteCache, "remote-cache", 0, "bytes of the adaptkv stores' block cache that keep remote chunks for fixes (kv.Options.RemoteCacheSize;\n0: the store's default, 1/16 of the block cache; -1: none)")
-	fs.BoolVar(&o.writeMode, "write", false, "run write streams instead of the read workloads: every combination of -write-values, -write-writers,\n-write-sync and -write-keys, a fresh store per run, against the stores of -policies (default: the adaptkv\nstore's default policy and pebble); per write p50/p99/p99.9/max, stall time, flushes, compactions, write\namplification")
-	fs.StringVar(&o.write.values, "write-values", "100,1024,4096", "-write: value sizes in bytes (keys are 16 bytes; values incompressible)")
-	fs.StringVar(&o.write.writers, "write-writers", "1,2", "-write: writer goroutines")
-	fs.StringVar(&o.write.sync, "write-sync", "nosync", "-write: nosync, sync, or both (nosync,sync)")
-	fs.StringVar(&o.write.keys, "write-keys", "random", "-write: random, sequential, or both")
-	fs.Int64Var(&o.write.ops, "write-ops", 300_000, "-write: writes a run (a tenth for sync)")
-	fs.Int64Var(&o.write.bytes, "write-bytes", 256<<20, "-write: at most this many key and value bytes a run (fewer writes for large values)")
-	fs.StringVar(&o.read, "read", "get", "how the adaptkv stores read points: get (DB.Get) or seekprefix (Iterator.SeekPrefixGE on an iterator reused\nwhile nothing is written, as pebble-l6 reads Pebble)")
-	fs.BoolVar(&o.quiet, "q", false, "no progress bars")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof)")
-	fs.StringVar(&o.tracePath, "trace", "", "write an execution trace of the whole run to FILE (go tool trace): where slow writes wait")
+	fs := o.flagSet(stderr)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -182,81 +134,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 			o.recordsSet = true
 		}
 	})
-	if o.threads < 1 || o.bits < 1 || o.memTable < 1<<10 || o.targetFile < 1<<10 || o.calibrate < 1 || o.repeat < 1 ||
-		(o.peerMemTable != 0 && o.peerMemTable < 1<<10) {
-		return errors.New("-threads, -bits, -calibrate, -repeat must be positive; -memtable-size, -target-file-size at least 1 KiB, -peer-memtable-size 0 or at least 1 KiB")
-	}
-	if o.cacheSize < 1<<20 {
-		return fmt.Errorf("-cache-size %d: want at least 1 MiB", o.cacheSize)
-	}
-	if o.valueSize < 0 || o.valueSize > maxValueSize {
-		return fmt.Errorf("-value-size %d: want 0 (the workloads' own) to %d", o.valueSize, maxValueSize)
-	}
-	tableFormat, err := sstable.ParseFormat(o.tableFormat)
-	if err != nil {
-		return fmt.Errorf("-table-format: %w", err)
-	}
-	if o.read != "get" && o.read != "seekprefix" {
-		return fmt.Errorf("-read %q: want get or seekprefix", o.read)
-	}
-	if _, ok := recordRules[o.record]; !ok {
-		return fmt.Errorf("-record %q: want auto, always or never", o.record)
-	}
-	if _, ok := fixRules[o.fixRule]; !ok {
-		return fmt.Errorf("-fix %q: want every, repeated or auto", o.fixRule)
-	}
-	if !(o.target == 0 || (o.target >= 1 && o.target <= 1e9)) {
-		return fmt.Errorf("-target %v: want 0 (unthrottled) or operations per second in [1, 1e9]", o.target)
-	}
-	workloads, err := loadWorkloads(o.workloads)
+	tableFormat, err := o.check()
 	if err != nil {
 		return err
 	}
-	if !o.recordsSet {
-		o.records = workloads[0].RecordCount
-	}
-	if o.valueSize > 0 {
-		for _, w := range workloads {
-			w.FieldCount, w.FieldLength = 1, o.valueSize
-		}
-	}
-	if o.records == 0 {
-		return errors.New("-records must be positive")
-	}
-	if o.writeMode && o.policies == "" {
-		o.policies = kv.DefaultFilterPolicy + "," + pebblePeerName
-	}
-	policies, err := selectPolicies(o.policies)
+	workloads, policies, err := o.selection()
 	if err != nil {
 		return err
 	}
-	if o.writeMode {
-		if _, err := o.write.specs(); err != nil {
-			return err
-		}
+	stopProfiles, err := o.startProfiles()
+	if err != nil {
+		return err
 	}
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
-	if o.tracePath != "" {
-		f, err := os.Create(o.tracePath)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := trace.Start(f); err != nil {
-			return err
-		}
-		defer trace.Stop()
-	}
+	defer stopProfiles()
 
 	table := stdout
 	if o.jsonPath == "-" {
@@ -283,26 +173,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if o.writeMode {
 		return runWrites(o, cfg, policies, base, table, stdout, prog)
 	}
-	valueSize := workloads[0].ValueSize()
-	var results []*Result
 	start := time.Now()
-	for rep := 0; rep < o.repeat; rep++ {
-		ro := o
-		ro.seed = o.seed + uint64(rep)
-		for _, pol := range rotated(policies, rep, o.repeat) {
-			// Each store starts from the memory the last one left:
-			// nothing but what the process itself holds.
-			runtime.GC()
-			debug.FreeOSMemory()
-			rs, err := benchPolicy(pol, cfg, base, ro, workloads, valueSize, prog, table)
-			if err != nil {
-				return fmt.Errorf("%s: %w", pol, err)
-			}
-			for _, r := range rs {
-				r.Repeat, r.Seed = rep, ro.seed
-			}
-			results = append(results, rs...)
-		}
+	results, err := runReads(o, cfg, policies, workloads, base, prog, table)
+	if err != nil {
+		return err
 	}
 	shown := results
 	if o.repeat > 1 {
@@ -316,6 +190,39 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprint(table, tableNotes)
 	fmt.Fprintf(table, "total time %.1fs\n", time.Since(start).Seconds())
 
+	return writeOutputs(o, results, shown, stdout)
+}
+
+// runReads runs every workload on every store, -repeat times with the
+// stores in rotated order, and returns every run's results.
+func runReads(o options, cfg StoreConfig, policies []string, workloads []*ycsb.Workload, base string,
+	prog func(string, int64) *progress, table io.Writer) ([]*Result, error) {
+	valueSize := workloads[0].ValueSize()
+	var results []*Result
+	for rep := 0; rep < o.repeat; rep++ {
+		ro := o
+		ro.seed = o.seed + uint64(rep)
+		for _, pol := range rotated(policies, rep, o.repeat) {
+			// Each store starts from the memory the last one left:
+			// nothing but what the process itself holds.
+			runtime.GC()
+			debug.FreeOSMemory()
+			rs, err := benchPolicy(pol, cfg, base, ro, workloads, valueSize, prog, table)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", pol, err)
+			}
+			for _, r := range rs {
+				r.Repeat, r.Seed = rep, ro.seed
+			}
+			results = append(results, rs...)
+		}
+	}
+	return results, nil
+}
+
+// writeOutputs writes -json (every run's rows), -csv and -plot (the rows
+// shown).
+func writeOutputs(o options, results, shown []*Result, stdout io.Writer) error {
 	if o.jsonPath != "" {
 		w, closeJSON, err := outputTo(o.jsonPath, stdout)
 		if err != nil {
@@ -426,18 +333,7 @@ func benchPolicy(pol string, cfg StoreConfig, base string, o options, workloads 
 				return nil, err
 			}
 		}
-		// The bottom of the tree: bulk-loaded with a memtable large enough
-		// to hold it, then compacted to the last level.
-		store, err := openStore(pol, bulkConfig(cfg, split, valueSize))
-		if err != nil {
-			return nil, err
-		}
-		r.store = store
-		err = r.loadBottom(split)
-		if cerr := store.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := r.buildBottom(bulkConfig(cfg, split, valueSize), split); err != nil {
 			return nil, err
 		}
 	}
@@ -477,30 +373,56 @@ func benchPolicy(pol string, cfg StoreConfig, base string, o options, workloads 
 		pol, r.records, time.Since(t0).Seconds(), shape.Files, shape.FilterBitsPerKey,
 		float64(shape.FilterMemoryBytes)/(1<<20), cal.eps, cal.checksPerAbsentGet)
 
+	results, err := r.runWorkloads(workloads, o.ops, cal)
+	if err != nil {
+		closeStore()
+		return nil, err
+	}
+	return results, closeStore()
+}
+
+// buildBottom writes the bottom of the tree, split records, into a store
+// of cfg: bulk-loaded with a memtable large enough to hold it, then
+// compacted to the last level.
+func (r *runner) buildBottom(cfg StoreConfig, split uint64) error {
+	store, err := openStore(r.policy, cfg)
+	if err != nil {
+		return err
+	}
+	r.store = store
+	err = r.loadBottom(split)
+	if cerr := store.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// runWorkloads runs each workload on r's store, ops operations each (0:
+// the workload's own count; the adversary starts with ops/subrounds keys).
+func (r *runner) runWorkloads(workloads []*ycsb.Workload, ops uint64, cal calibration) ([]*Result, error) {
 	var results []*Result
 	for _, w := range workloads {
 		var res *Result
 		var err error
 		wl := *w
 		if wl.Adversary {
-			if o.ops > 0 {
-				wl.AdversaryQueries = max(1, o.ops/uint64(wl.AdversarySubrounds))
+			if ops > 0 {
+				wl.AdversaryQueries = max(1, ops/uint64(wl.AdversarySubrounds))
 			}
 			res, err = r.adversary(&wl, cal)
 		} else {
-			ops := wl.OperationCount
-			if o.ops > 0 {
-				ops = o.ops
+			n := wl.OperationCount
+			if ops > 0 {
+				n = ops
 			}
-			res, err = r.run(&wl, ops, cal)
+			res, err = r.run(&wl, n, cal)
 		}
 		if err != nil {
-			closeStore()
 			return nil, err
 		}
 		results = append(results, res)
 	}
-	return results, closeStore()
+	return results, nil
 }
 
 // bulkConfig is cfg with a memtable large enough to hold n records of

@@ -250,23 +250,35 @@ type workerStats struct {
 	err                           error
 }
 
+// mixedRun is what the workers of one run of a mixed workload share.
+type mixedRun struct {
+	*runner
+	w                       *ycsb.Workload
+	ops                     uint64
+	counter                 *ycsb.Counter
+	absentSeen, presentSeen bitset
+	salt                    string
+	obs                     getObserver // nil unless the store asks
+	bar                     *progress
+	start                   time.Time
+}
+
 // run executes a mixed workload with r.threads workers.
 func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, error) {
-	counter := ycsb.NewCounter(r.records)
-	absentSeen := newBitset(w.NegativeKeySpace(r.records))
-	presentSeen := newBitset(r.records + ops)
-	salt := r.absentSalt(w.Name)
-	bar := r.progress(fmt.Sprintf("%s/%s", r.policy, w.Name), int64(ops))
+	m := &mixedRun{runner: r, w: w, ops: ops, counter: ycsb.NewCounter(r.records),
+		absentSeen: newBitset(w.NegativeKeySpace(r.records)), presentSeen: newBitset(r.records + ops),
+		salt: r.absentSalt(w.Name)}
+	m.bar = r.progress(fmt.Sprintf("%s/%s", r.policy, w.Name), int64(ops))
 	before, err := r.store.Metrics()
 	if err != nil {
 		return nil, err
 	}
 	stats := make([]workerStats, r.threads)
 	var wg sync.WaitGroup
-	obs, _ := r.store.(getObserver)
+	m.obs, _ = r.store.(getObserver)
 	mem := startMemMonitor(r.store)
 	defer mem.close()
-	start := time.Now()
+	m.start = time.Now()
 	for t := 0; t < r.threads; t++ {
 		n := ops / uint64(r.threads)
 		if uint64(t) < ops%uint64(r.threads) {
@@ -275,87 +287,11 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 		wg.Add(1)
 		go func(t int, n uint64) {
 			defer wg.Done()
-			st := &stats[t]
-			s := ycsb.NewStream(w, r.records, ops, counter, workloadSeed(r.seed, w.Name, t))
-			if w.NegativeShift > 0 {
-				s.ShiftNegativesAfter(uint64(float64(n) * w.NegativeShift))
-			}
-			key := make([]byte, 0, 64)
-			val := make([]byte, w.ValueSize())
-			pace := newPacer(r.target/float64(r.threads), start)
-			for i := uint64(0); i < n; i++ {
-				pace.wait(i)
-				op := s.Next()
-				var err error
-				var found, read bool // a Get ran; what it found
-				t0 := time.Now()
-				switch op.Kind {
-				case ycsb.OpRead:
-					key = ycsb.AppendKey(key[:0], op.Key)
-					read = true
-					found, err = r.store.Get(key)
-					st.reads++
-					presentSeen.add(op.Key)
-					if err == nil && !found {
-						st.notFound++
-					}
-				case ycsb.OpReadAbsent:
-					key = ycsb.AppendAbsentKey(key[:0], op.Key, salt)
-					read = true
-					found, err = r.store.Get(key)
-					st.reads++
-					st.absent++
-					absentSeen.add(op.Key)
-					if err == nil && found {
-						err = fmt.Errorf("absent key %q found", key)
-					}
-				case ycsb.OpUpdate:
-					key = ycsb.AppendKey(key[:0], op.Key)
-					s.FillValue(val)
-					err = r.store.Set(key, val)
-					st.updates++
-				case ycsb.OpInsert:
-					key = ycsb.AppendKey(key[:0], op.Key)
-					s.FillValue(val)
-					err = r.store.Set(key, val)
-					counter.Ack(op.Key)
-					st.inserts++
-				case ycsb.OpScan:
-					key = ycsb.AppendKey(key[:0], op.Key)
-					_, err = r.store.Scan(key, op.ScanLen)
-					st.scans++
-				case ycsb.OpReadModifyWrite:
-					key = ycsb.AppendKey(key[:0], op.Key)
-					read = true
-					found, err = r.store.Get(key)
-					st.reads++
-					presentSeen.add(op.Key)
-					if err == nil && !found {
-						st.notFound++
-					}
-					if err == nil {
-						s.FillValue(val)
-						err = r.store.Set(key, val)
-					}
-					st.rmws++
-				}
-				st.hist.record(time.Since(t0))
-				if obs != nil && read && err == nil {
-					t1 := time.Now()
-					err = obs.AfterGet(key, found)
-					st.untimed += time.Since(t1)
-				}
-				st.ops++
-				if err != nil {
-					st.err = fmt.Errorf("%s %s: %w", w.Name, op.Kind, err)
-					return
-				}
-				bar.add(1)
-			}
+			m.worker(&stats[t], t, n)
 		}(t, n)
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed := time.Since(m.start)
 	// The store's accounting after each Get is not the store's work: its
 	// time comes off the elapsed time (exactly with one worker, the
 	// workers' mean with several).
@@ -365,22 +301,13 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 	}
 	elapsed -= untimed / time.Duration(r.threads)
 	memPeak, rssPeak := mem.finish(r.store)
-	bar.finish()
+	m.bar.finish()
 	var all workerStats
 	for i := range stats {
-		s := &stats[i]
-		if s.err != nil {
-			return nil, s.err
+		if stats[i].err != nil {
+			return nil, stats[i].err
 		}
-		all.hist.merge(&s.hist)
-		all.ops += s.ops
-		all.reads += s.reads
-		all.absent += s.absent
-		all.notFound += s.notFound
-		all.updates += s.updates
-		all.inserts += s.inserts
-		all.scans += s.scans
-		all.rmws += s.rmws
+		all.add(&stats[i])
 	}
 	after, err := r.store.Metrics()
 	if err != nil {
@@ -392,16 +319,117 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 	res := &Result{
 		Policy: r.policy, Workload: w.Name, Records: r.records, Threads: r.threads,
 		Ops: all.ops, Reads: all.reads, AbsentReads: all.absent,
-		UniqueAbsentKeys: absentSeen.count(), UniquePresent: presentSeen.count(),
+		UniqueAbsentKeys: m.absentSeen.count(), UniquePresent: m.presentSeen.count(),
 		StoredNotFound: all.notFound, Updates: all.updates, Inserts: all.inserts,
 		Scans: all.scans, ReadModifyWrites: all.rmws,
 		Seconds: elapsed.Seconds(), OpsPerSec: float64(all.ops) / elapsed.Seconds(),
 		P50us: all.hist.quantile(0.50), P99us: all.hist.quantile(0.99), P999us: all.hist.quantile(0.999),
 		MemTablePeakBytes: memPeak, RSSPeakBytes: rssPeak,
 	}
-	r.records = counter.Count()
+	r.records = m.counter.Count()
 	fillCounters(res, after.Sub(before), cal)
 	return res, nil
+}
+
+// worker runs n operations of worker t's stream, paced, counting them
+// into st; the first error ends it (st.err).
+func (m *mixedRun) worker(st *workerStats, t int, n uint64) {
+	s := ycsb.NewStream(m.w, m.records, m.ops, m.counter, workloadSeed(m.seed, m.w.Name, t))
+	if m.w.NegativeShift > 0 {
+		s.ShiftNegativesAfter(uint64(float64(n) * m.w.NegativeShift))
+	}
+	key := make([]byte, 0, 64)
+	val := make([]byte, m.w.ValueSize())
+	pace := newPacer(m.target/float64(m.threads), m.start)
+	for i := uint64(0); i < n; i++ {
+		pace.wait(i)
+		op := s.Next()
+		t0 := time.Now()
+		var read, found bool // a Get ran; what it found
+		var err error
+		key, read, found, err = m.do(st, s, op, key, val)
+		st.hist.record(time.Since(t0))
+		if m.obs != nil && read && err == nil {
+			t1 := time.Now()
+			err = m.obs.AfterGet(key, found)
+			st.untimed += time.Since(t1)
+		}
+		st.ops++
+		if err != nil {
+			st.err = fmt.Errorf("%s %s: %w", m.w.Name, op.Kind, err)
+			return
+		}
+		m.bar.add(1)
+	}
+}
+
+// do runs op with key (a buffer it returns, refilled) and val, counting it
+// into st; read says whether a Get ran and found what it found.
+func (m *mixedRun) do(st *workerStats, s *ycsb.Stream, op ycsb.Op, key, val []byte) (_ []byte, read, found bool, err error) {
+	switch op.Kind {
+	case ycsb.OpRead:
+		key = ycsb.AppendKey(key[:0], op.Key)
+		read = true
+		found, err = m.store.Get(key)
+		st.reads++
+		m.presentSeen.add(op.Key)
+		if err == nil && !found {
+			st.notFound++
+		}
+	case ycsb.OpReadAbsent:
+		key = ycsb.AppendAbsentKey(key[:0], op.Key, m.salt)
+		read = true
+		found, err = m.store.Get(key)
+		st.reads++
+		st.absent++
+		m.absentSeen.add(op.Key)
+		if err == nil && found {
+			err = fmt.Errorf("absent key %q found", key)
+		}
+	case ycsb.OpUpdate:
+		key = ycsb.AppendKey(key[:0], op.Key)
+		s.FillValue(val)
+		err = m.store.Set(key, val)
+		st.updates++
+	case ycsb.OpInsert:
+		key = ycsb.AppendKey(key[:0], op.Key)
+		s.FillValue(val)
+		err = m.store.Set(key, val)
+		m.counter.Ack(op.Key)
+		st.inserts++
+	case ycsb.OpScan:
+		key = ycsb.AppendKey(key[:0], op.Key)
+		_, err = m.store.Scan(key, op.ScanLen)
+		st.scans++
+	case ycsb.OpReadModifyWrite:
+		key = ycsb.AppendKey(key[:0], op.Key)
+		read = true
+		found, err = m.store.Get(key)
+		st.reads++
+		m.presentSeen.add(op.Key)
+		if err == nil && !found {
+			st.notFound++
+		}
+		if err == nil {
+			s.FillValue(val)
+			err = m.store.Set(key, val)
+		}
+		st.rmws++
+	}
+	return key, read, found, err
+}
+
+// add counts the operations of s into st.
+func (st *workerStats) add(s *workerStats) {
+	st.hist.merge(&s.hist)
+	st.ops += s.ops
+	st.reads += s.reads
+	st.absent += s.absent
+	st.notFound += s.notFound
+	st.updates += s.updates
+	st.inserts += s.inserts
+	st.scans += s.scans
+	st.rmws += s.rmws
 }
 
 // adversary runs the adversarial stream of the TAF paper, section 6.1:
@@ -441,23 +469,7 @@ func (r *runner) adversary(w *ycsb.Workload, cal calibration) (*Result, error) {
 		for sub := 0; sub < w.AdversarySubrounds; sub++ {
 			for i, k := range queue {
 				key = ycsb.AppendAbsentKey(key[:0], k, salt)
-				m0, err := r.store.Metrics()
-				if err != nil {
-					return nil, err
-				}
-				t0 := time.Now()
-				found, err := r.store.Get(key)
-				d := time.Since(t0)
-				if err == nil {
-					err = r.afterGet(key, found)
-				}
-				if err != nil {
-					return nil, err
-				}
-				if found {
-					return nil, fmt.Errorf("absent key %q found", key)
-				}
-				m1, err := r.store.Metrics()
+				d, n, err := r.absentGet(key)
 				if err != nil {
 					return nil, err
 				}
@@ -465,9 +477,7 @@ func (r *runner) adversary(w *ycsb.Workload, cal calibration) (*Result, error) {
 				hist.record(d)
 				gets++
 				rd.Gets++
-				// A store without a probe split reports "maybes" there:
-				// exact, since every key here is absent.
-				if n := m1.FalsePositiveProbes - m0.FalsePositiveProbes; n > 0 {
+				if n > 0 {
 					rd.FPProbes += n
 					fp[i] = true
 				}
@@ -506,6 +516,34 @@ func (r *runner) adversary(w *ycsb.Workload, cal calibration) (*Result, error) {
 	}
 	fillCounters(res, after.Sub(before), cal)
 	return res, nil
+}
+
+// absentGet times a Get of the absent key and returns its time and its
+// false-positive probes: the move of the store's counter across it (a
+// store without a probe split reports "maybes" there: exact, since the key
+// is absent).
+func (r *runner) absentGet(key []byte) (time.Duration, uint64, error) {
+	m0, err := r.store.Metrics()
+	if err != nil {
+		return 0, 0, err
+	}
+	t0 := time.Now()
+	found, err := r.store.Get(key)
+	d := time.Since(t0)
+	if err == nil {
+		err = r.afterGet(key, found)
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	if found {
+		return 0, 0, fmt.Errorf("absent key %q found", key)
+	}
+	m1, err := r.store.Metrics()
+	if err != nil {
+		return 0, 0, err
+	}
+	return d, m1.FalsePositiveProbes - m0.FalsePositiveProbes, nil
 }
 
 // pacer holds a worker to a rate (YCSB's -target): operation i starts no

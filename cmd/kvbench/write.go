@@ -231,52 +231,20 @@ func writeRun(name string, cfg StoreConfig, spec writeSpec, ops, seed uint64, pr
 			_ = st.Close()
 		}
 	}()
-	rng := rand.New(rand.NewPCG(seed, 0x77726974))
-	pool := make([]byte, 1<<20+spec.ValueSize)
-	for i := 0; i+8 <= len(pool); i += 8 {
-		binary.LittleEndian.PutUint64(pool[i:], rng.Uint64())
-	}
+	pool := valuePool(seed, spec.ValueSize)
 	before, err := st.Metrics()
 	if err != nil {
 		return res, err
 	}
 	bar := prog(fmt.Sprintf("%s/%s", name, spec), int64(ops))
-	type writer struct {
-		hist histogram
-		max  time.Duration
-		err  error
-	}
-	ws := make([]writer, spec.Writers)
+	ws := make([]writeWorker, spec.Writers)
 	var wg sync.WaitGroup
 	t0 := time.Now()
 	for w := range ws {
 		wg.Add(1)
-		go func(w *writer, first uint64) {
+		go func(w *writeWorker, first uint64) {
 			defer wg.Done()
-			r := rand.New(rand.NewPCG(seed, first))
-			key := make([]byte, writeKeySize)
-			done := int64(0)
-			for i := first; i < ops; i += uint64(spec.Writers) {
-				if spec.Sequential {
-					binary.BigEndian.PutUint64(key, i)
-				} else {
-					binary.BigEndian.PutUint64(key, filter.Mix64(i^seed))
-					binary.BigEndian.PutUint64(key[8:], i)
-				}
-				off := r.IntN(len(pool) - spec.ValueSize + 1)
-				start := time.Now()
-				if err := st.Set(key, pool[off:off+spec.ValueSize]); err != nil {
-					w.err = err
-					return
-				}
-				d := time.Since(start)
-				w.hist.record(d)
-				w.max = max(w.max, d)
-				if done++; done == 256 {
-					bar.add(done)
-					done = 0
-				}
-			}
+			w.write(st, spec, first, ops, seed, pool, bar)
 		}(&ws[w], uint64(w))
 	}
 	wg.Wait()
@@ -307,6 +275,53 @@ func writeRun(name string, cfg StoreConfig, spec writeSpec, ops, seed uint64, pr
 	res.WriteAmp = float64(d.BytesFlushed+d.BytesCompacted) / bytes
 	closed = true
 	return res, st.Close()
+}
+
+// valuePool returns 1 MiB of random bytes and valueSize more, the windows
+// writeRun takes its values from.
+func valuePool(seed uint64, valueSize int) []byte {
+	rng := rand.New(rand.NewPCG(seed, 0x77726974))
+	pool := make([]byte, 1<<20+valueSize)
+	for i := 0; i+8 <= len(pool); i += 8 {
+		binary.LittleEndian.PutUint64(pool[i:], rng.Uint64())
+	}
+	return pool
+}
+
+// writeWorker is one writer goroutine's latencies and error.
+type writeWorker struct {
+	hist histogram
+	max  time.Duration
+	err  error
+}
+
+// write makes writes first, first+spec.Writers, ... below ops to st,
+// timing each; the first error ends it (w.err).
+func (w *writeWorker) write(st Store, spec writeSpec, first, ops, seed uint64, pool []byte, bar *progress) {
+	r := rand.New(rand.NewPCG(seed, first))
+	key := make([]byte, writeKeySize)
+	done := int64(0)
+	for i := first; i < ops; i += uint64(spec.Writers) {
+		if spec.Sequential {
+			binary.BigEndian.PutUint64(key, i)
+		} else {
+			binary.BigEndian.PutUint64(key, filter.Mix64(i^seed))
+			binary.BigEndian.PutUint64(key[8:], i)
+		}
+		off := r.IntN(len(pool) - spec.ValueSize + 1)
+		start := time.Now()
+		if err := st.Set(key, pool[off:off+spec.ValueSize]); err != nil {
+			w.err = err
+			return
+		}
+		d := time.Since(start)
+		w.hist.record(d)
+		w.max = max(w.max, d)
+		if done++; done == 256 {
+			bar.add(done)
+			done = 0
+		}
+	}
 }
 
 // printWriteTable prints one stream's table: per store the medians of its

@@ -132,98 +132,111 @@ func FromProperties(props map[string]string, name string) (*Workload, error) {
 	if v, ok := props["name"]; ok && v != "" {
 		w.Name = v
 	}
-	var errs []error
-	u64 := func(key string, dst *uint64) {
-		if v, ok := props[key]; ok {
-			n, err := strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%w: %s=%q: want a non-negative integer", ErrBadProperty, key, v))
-				return
-			}
-			*dst = n
-		}
-	}
-	posInt := func(key string, dst *int) {
-		if v, ok := props[key]; ok {
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 {
-				errs = append(errs, fmt.Errorf("%w: %s=%q: want a positive integer", ErrBadProperty, key, v))
-				return
-			}
-			*dst = n
-		}
-	}
-	prop := func(key string, dst *float64) {
-		if v, ok := props[key]; ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil || f < 0 || f > 1 || f != f {
-				errs = append(errs, fmt.Errorf("%w: %s=%q: want a proportion in [0, 1]", ErrBadProperty, key, v))
-				return
-			}
-			*dst = f
-		}
-	}
-	dist := func(key string, dst *Distribution, allowed ...Distribution) {
-		if v, ok := props[key]; ok {
-			for _, a := range allowed {
-				if Distribution(v) == a {
-					*dst = a
-					return
-				}
-			}
-			errs = append(errs, fmt.Errorf("%w: %s=%q: want one of %v", ErrBadProperty, key, v, allowed))
-		}
-	}
-	boolean := func(key string, dst *bool) {
-		if v, ok := props[key]; ok {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%w: %s=%q: want true or false", ErrBadProperty, key, v))
-				return
-			}
-			*dst = b
-		}
-	}
-	u64("recordcount", &w.RecordCount)
-	u64("operationcount", &w.OperationCount)
-	posInt("fieldcount", &w.FieldCount)
-	posInt("fieldlength", &w.FieldLength)
-	prop("readproportion", &w.ReadProportion)
-	prop("updateproportion", &w.UpdateProportion)
-	prop("insertproportion", &w.InsertProportion)
-	prop("scanproportion", &w.ScanProportion)
-	prop("readmodifywriteproportion", &w.ReadModifyWriteProportion)
-	dist("requestdistribution", &w.RequestDistribution, DistZipfian, DistUniform, DistLatest)
-	posInt("maxscanlength", &w.MaxScanLength)
-	prop("negativeproportion", &w.NegativeProportion)
-	dist("negativedistribution", &w.NegativeDistribution, DistZipfian, DistUniform)
-	u64("negativeuniverse", &w.NegativeUniverse)
-	prop("negativeshift", &w.NegativeShift)
-	boolean("adversary", &w.Adversary)
-	u64("adversaryqueries", &w.AdversaryQueries)
-	posInt("adversarysubrounds", &w.AdversarySubrounds)
-	posInt("adversarymaxrounds", &w.AdversaryMaxRounds)
+	pr := &propReader{props: props}
+	pr.u64("recordcount", &w.RecordCount)
+	pr.u64("operationcount", &w.OperationCount)
+	pr.posInt("fieldcount", &w.FieldCount)
+	pr.posInt("fieldlength", &w.FieldLength)
+	pr.prop("readproportion", &w.ReadProportion)
+	pr.prop("updateproportion", &w.UpdateProportion)
+	pr.prop("insertproportion", &w.InsertProportion)
+	pr.prop("scanproportion", &w.ScanProportion)
+	pr.prop("readmodifywriteproportion", &w.ReadModifyWriteProportion)
+	pr.dist("requestdistribution", &w.RequestDistribution, DistZipfian, DistUniform, DistLatest)
+	pr.posInt("maxscanlength", &w.MaxScanLength)
+	pr.prop("negativeproportion", &w.NegativeProportion)
+	pr.dist("negativedistribution", &w.NegativeDistribution, DistZipfian, DistUniform)
+	pr.u64("negativeuniverse", &w.NegativeUniverse)
+	pr.prop("negativeshift", &w.NegativeShift)
+	pr.boolean("adversary", &w.Adversary)
+	pr.u64("adversaryqueries", &w.AdversaryQueries)
+	pr.posInt("adversarysubrounds", &w.AdversarySubrounds)
+	pr.posInt("adversarymaxrounds", &w.AdversaryMaxRounds)
 	if v, ok := props["zipfianconstant"]; ok {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || !(f > 0 && f < 1) {
-			errs = append(errs, fmt.Errorf("%w: zipfianconstant=%q: want 0 < θ < 1", ErrBadProperty, v))
+			pr.errs = append(pr.errs, fmt.Errorf("%w: zipfianconstant=%q: want 0 < θ < 1", ErrBadProperty, v))
 		} else {
 			w.ZipfianConstant = f
 		}
 	}
 	if v, ok := props["fieldlengthdistribution"]; ok && v != "constant" {
-		errs = append(errs, fmt.Errorf("%w: fieldlengthdistribution=%q: kvbench supports only constant", ErrBadProperty, v))
+		pr.errs = append(pr.errs, fmt.Errorf("%w: fieldlengthdistribution=%q: kvbench supports only constant", ErrBadProperty, v))
 	}
 	if v, ok := props["scanlengthdistribution"]; ok && v != "uniform" {
-		errs = append(errs, fmt.Errorf("%w: scanlengthdistribution=%q: kvbench supports only uniform", ErrBadProperty, v))
+		pr.errs = append(pr.errs, fmt.Errorf("%w: scanlengthdistribution=%q: kvbench supports only uniform", ErrBadProperty, v))
 	}
-	if len(errs) == 0 {
-		errs = append(errs, w.Validate())
+	if len(pr.errs) == 0 {
+		pr.errs = append(pr.errs, w.Validate())
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(pr.errs...); err != nil {
 		return nil, err
 	}
 	return &w, nil
+}
+
+// propReader parses typed properties into their fields, collecting an
+// error for each bad value; a missing key leaves its field as it is.
+type propReader struct {
+	props map[string]string
+	errs  []error
+}
+
+func (r *propReader) u64(key string, dst *uint64) {
+	if v, ok := r.props[key]; ok {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			r.errs = append(r.errs, fmt.Errorf("%w: %s=%q: want a non-negative integer", ErrBadProperty, key, v))
+			return
+		}
+		*dst = n
+	}
+}
+
+func (r *propReader) posInt(key string, dst *int) {
+	if v, ok := r.props[key]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			r.errs = append(r.errs, fmt.Errorf("%w: %s=%q: want a positive integer", ErrBadProperty, key, v))
+			return
+		}
+		*dst = n
+	}
+}
+
+// prop reads a proportion in [0, 1].
+func (r *propReader) prop(key string, dst *float64) {
+	if v, ok := r.props[key]; ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 || f > 1 || f != f {
+			r.errs = append(r.errs, fmt.Errorf("%w: %s=%q: want a proportion in [0, 1]", ErrBadProperty, key, v))
+			return
+		}
+		*dst = f
+	}
+}
+
+func (r *propReader) dist(key string, dst *Distribution, allowed ...Distribution) {
+	if v, ok := r.props[key]; ok {
+		for _, a := range allowed {
+			if Distribution(v) == a {
+				*dst = a
+				return
+			}
+		}
+		r.errs = append(r.errs, fmt.Errorf("%w: %s=%q: want one of %v", ErrBadProperty, key, v, allowed))
+	}
+}
+
+func (r *propReader) boolean(key string, dst *bool) {
+	if v, ok := r.props[key]; ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			r.errs = append(r.errs, fmt.Errorf("%w: %s=%q: want true or false", ErrBadProperty, key, v))
+			return
+		}
+		*dst = b
+	}
 }
 
 // Validate checks the consistency of a workload.
