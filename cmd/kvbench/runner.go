@@ -368,14 +368,8 @@ func (m *mixedRun) worker(st *workerStats, t int, n uint64) {
 func (m *mixedRun) do(st *workerStats, s *ycsb.Stream, op ycsb.Op, key, val []byte) (_ []byte, read, found bool, err error) {
 	switch op.Kind {
 	case ycsb.OpRead:
-		key = ycsb.AppendKey(key[:0], op.Key)
 		read = true
-		found, err = m.store.Get(key)
-		st.reads++
-		m.presentSeen.add(op.Key)
-		if err == nil && !found {
-			st.notFound++
-		}
+		key, found, err = m.getStored(st, key, op.Key)
 	case ycsb.OpReadAbsent:
 		key = ycsb.AppendAbsentKey(key[:0], op.Key, m.salt)
 		read = true
@@ -402,14 +396,8 @@ func (m *mixedRun) do(st *workerStats, s *ycsb.Stream, op ycsb.Op, key, val []by
 		_, err = m.store.Scan(key, op.ScanLen)
 		st.scans++
 	case ycsb.OpReadModifyWrite:
-		key = ycsb.AppendKey(key[:0], op.Key)
 		read = true
-		found, err = m.store.Get(key)
-		st.reads++
-		m.presentSeen.add(op.Key)
-		if err == nil && !found {
-			st.notFound++
-		}
+		key, found, err = m.getStored(st, key, op.Key)
 		if err == nil {
 			s.FillValue(val)
 			err = m.store.Set(key, val)
@@ -417,6 +405,19 @@ func (m *mixedRun) do(st *workerStats, s *ycsb.Stream, op ycsb.Op, key, val []by
 		st.rmws++
 	}
 	return key, read, found, err
+}
+
+// getStored reads stored key number k into key (a buffer it returns,
+// refilled), counting the read into st.
+func (m *mixedRun) getStored(st *workerStats, key []byte, k uint64) ([]byte, bool, error) {
+	key = ycsb.AppendKey(key[:0], k)
+	found, err := m.store.Get(key)
+	st.reads++
+	m.presentSeen.add(k)
+	if err == nil && !found {
+		st.notFound++
+	}
+	return key, found, err
 }
 
 // add counts the operations of s into st.
