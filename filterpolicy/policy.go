@@ -146,7 +146,7 @@ func New(name string, opts Options) (Policy, error) {
 	if opts.SeedSource == nil {
 		opts.SeedSource = randomSeed
 	}
-	return &policy{kind: KindCode(fk.Code()), name: name, opts: opts, fk: fk}, nil
+	return &policy{kind: KindCode(fk.Code()), name: name, opts: opts, fk: fk, views: new(viewCache)}, nil
 }
 
 // NewBloom returns the bloom policy with bitsPerKey bits per key (values
@@ -161,11 +161,11 @@ func NewBloom(bitsPerKey int) Policy {
 
 // policy implements Policy for every registered kind.
 type policy struct {
-	kind     KindCode
-	name     string
-	opts     Options
-	fk       filter.Kind               // the configured kind
-	lastView atomic.Pointer[viewEntry] // see cachedView
+	kind  KindCode
+	name  string
+	opts  Options
+	fk    filter.Kind // the configured kind
+	views *viewCache  // the blocks Pebble asked this policy about
 }
 
 var _ Policy = (*policy)(nil)
@@ -472,7 +472,15 @@ func (w *blockWriter) Finish(dst []byte) []byte {
 // passed (a block at the same address with the same seed and checksum is
 // the same filter); an adaptive filter is a decoded copy. Views keep their
 // memory reachable, so the cache is cleared when it holds more than
-// viewCacheMaxEntries blocks or viewCacheMaxBytes bytes.
+// viewCacheMaxEntries blocks or viewCacheMaxBytes bytes. Each policy owns
+// one (New makes it), so the stores that share a policy share its views
+// and nothing else does.
+type viewCache struct {
+	m            sync.Map // viewKey -> *viewEntry
+	count, bytes atomic.Int64
+	last         atomic.Pointer[viewEntry] // the block asked about last
+}
+
 type viewKey struct {
 	ptr  uintptr
 	n    int
@@ -480,12 +488,6 @@ type viewKey struct {
 	crc  uint32
 	kind KindCode
 }
-
-var (
-	viewCache      sync.Map
-	viewCacheCount atomic.Int64
-	viewCacheBytes atomic.Int64
-)
 
 const (
 	viewCacheMaxEntries = 4096
@@ -499,6 +501,8 @@ type viewEntry struct {
 	f   Filter
 }
 
+// cachedView returns the filter of a block Pebble passed, verified and
+// decoded once per block (viewCache); nil for a block not of p's kind.
 func (p *policy) cachedView(block []byte) Filter {
 	if len(block) < HeaderSize || KindCode(block[5]) != p.kind {
 		return nil
@@ -512,11 +516,12 @@ func (p *policy) cachedView(block []byte) Filter {
 	}
 	// Fast path: the block this policy saw last (one table's filter
 	// queried repeatedly).
-	if last := p.lastView.Load(); last != nil && last.key == key {
+	c := p.views
+	if last := c.last.Load(); last != nil && last.key == key {
 		return last.f
 	}
 	var e *viewEntry
-	if v, ok := viewCache.Load(key); ok {
+	if v, ok := c.m.Load(key); ok {
 		e = v.(*viewEntry)
 	} else {
 		// Full verification (header, lengths, checksum) and decoding.
@@ -529,13 +534,13 @@ func (p *policy) cachedView(block []byte) Filter {
 		if f != nil && p.Adaptive() {
 			size = int64(f.SizeBytes())
 		}
-		if viewCacheCount.Add(1) > viewCacheMaxEntries || viewCacheBytes.Add(size) > viewCacheMaxBytes {
-			viewCache.Clear()
-			viewCacheCount.Store(1)
-			viewCacheBytes.Store(size)
+		if c.count.Add(1) > viewCacheMaxEntries || c.bytes.Add(size) > viewCacheMaxBytes {
+			c.m.Clear()
+			c.count.Store(1)
+			c.bytes.Store(size)
 		}
-		viewCache.Store(key, e)
+		c.m.Store(key, e)
 	}
-	p.lastView.Store(e)
+	c.last.Store(e)
 	return e.f
 }
