@@ -56,6 +56,19 @@
 // default is "aprefix" (the adaptive prefix filter). Options.Filter, when
 // set, overrides it.
 //
+// An adaptive filter's fix of a false positive reads the table's remote
+// section, which pays only if the key comes back: a ski-rental rule
+// (Options.FixRule). The default, FixCached, rents first: a key's first
+// false positive in a table puts the key in the table's small cache of
+// false positives (no fix), and while the cache holds it the key costs no
+// probe there. Without DirectReads the key's return buys the fix (the
+// filter is fixed and the entry freed), so a key asked once costs one
+// wasted probe per table and no remote read, and a key that returns costs
+// at most two wasted probes per table while the record of known negatives
+// holds it (one if it returns while cached); FixEvery's worst case is one.
+// With DirectReads a fix is a device read, so the cache keeps answering
+// and only keys the record holds are fixed.
+//
 // # Durability
 //
 // A write with Sync (the default for nil WriteOptions) is in an fsynced WAL
