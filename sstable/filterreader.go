@@ -7,8 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/adaptkv/adaptkv/adaptive"
 	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 	psst "github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -90,7 +90,7 @@ func (t *tableFilter) load(file vfs.File, filters []psst.NamedBlockHandle) error
 		t.remote = filterpolicy.NewBlockRemote(file, off, h)
 		t.remote.SetCache(t.remoteCache)
 	}
-	var rem adaptive.Remote
+	var rem filter.Remote
 	if t.remote != nil {
 		rem = t.remote
 	}

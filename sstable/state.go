@@ -6,9 +6,9 @@ import (
 	"hash/crc32"
 	"io"
 
+	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 	"github.com/adaptkv/adaptkv/internal/atomicfile"
 
-	"github.com/adaptkv/adaptkv/adaptive"
 	"github.com/adaptkv/adaptkv/filterpolicy"
 )
 
@@ -123,7 +123,7 @@ func (t *tableFilter) loadState() {
 		t.stateErr = fmt.Errorf("%w: %s: %w", ErrStateCorrupt, t.statePath, err)
 		return
 	}
-	var rem adaptive.Remote
+	var rem filter.Remote
 	if t.remote != nil {
 		rem = t.remote
 	}
