@@ -2,6 +2,7 @@ package sstable
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -235,9 +236,21 @@ func TestFixReturning(t *testing.T) {
 				m2 := r.Metrics()
 				require.Equal(t, uint64(len(back)), m2.Adaptations, "one fix per returning key")
 				require.Equal(t, uint64(len(back)), m2.CachedNegatives)
+				unfixed := 0
 				for _, i := range back {
-					require.False(t, r.filter.MayContain(absentKey(i)), "key %d: fixed", i)
-					require.Empty(t, askAbsentKeys(t, r, i, i+1))
+					if r.filter.MayContain(absentKey(i)) {
+						unfixed++
+						continue
+					}
+					require.Empty(t, askAbsentKeys(t, r, i, i+1), "key %d: fixed, no probe", i)
+				}
+				if strings.HasPrefix(name, "acf") || name == "caf" || m2.Rebuilds > 0 {
+					// A later fix may undo an earlier one: a cuckoo
+					// filter's moves, caf's FIFO, a rebuilt block (see
+					// TestRoundTripPolicies' bounds); most stay fixed.
+					require.LessOrEqual(t, unfixed, len(back)/4+1, "of %d fixed keys", len(back))
+				} else {
+					require.Zero(t, unfixed, "every returning key fixed")
 				}
 				require.Equal(t, m2.CachedNegatives, r.Metrics().CachedNegatives, "fixed keys end at the filter")
 				for _, i := range away {
