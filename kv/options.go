@@ -162,37 +162,36 @@ type Options struct {
 	MaxConcurrentCompactions int
 	// FixRule says which false positives an adaptive filter fixes (a fix
 	// reads the table's remote section: on cold storage a device read).
-	// FixDefault (zero) is FixCached. FixEvery: every one, the adaptive filters' guarantee
-	// that a repeated key is a false positive once per table. FixRepeated:
-	// only a key the known-negative record holds (see KnownNegatives; a
-	// false positive of a key it does not hold takes a slot in it), so a
-	// key asked once costs its probe and no remote read, and a repeated
-	// key is fixed at its second sight (a later one if the record dropped
-	// it in between). FixAuto chooses between the two by what the absent
-	// Gets do: while most absent keys repeat (fewer than half of the last
-	// 4096 or so recorded were new to the record) it fixes every false
-	// positive; while most are new, only those of keys asked before. It
-	// fixes no more than FixEvery and wastes at most about twice
-	// FixEvery's probes on a key (fixed at its second sight), the
-	// ski-rental bound. On cold storage with absent
-	// keys that do not repeat it spares the fixes' device reads; where
-	// they repeat, its wasted probes cost more than the fixes it spares
-	// (figures in docs/BENCHMARKS.md). FixCached fixes the false positives
-	// of keys the record holds and puts the others in a cache of false
-	// positives kept per table (about one key per 512 table keys, the
-	// oldest of a set of 8 leaving first; its memory counts as filter
-	// memory), so a key that comes back costs no probe while the cache
-	// holds it. Without DirectReads the key's return (the cache answering
-	// for it) fixes the filter and frees the entry, and a false positive
-	// takes its key a slot in the record (as FixRepeated does), so a key
-	// that comes back after the cache let it go is fixed too: a key is
-	// fixed at its second sight in a table, and a key asked once costs an
-	// entry, no fix. With
-	// DirectReads, where each fix is a device read, the cache keeps
-	// answering for the key until it lets it go, and the key is fixed
-	// when it comes back after that if the record holds it (figures in
-	// docs/BENCHMARKS.md, "The fix rule with DirectReads" and "The fix
-	// rule in memory"). With the record off every rule is FixEvery.
+	// FixDefault (zero) is FixCached. FixEvery: every one, the adaptive
+	// filters' guarantee that a repeated key is a false positive once per
+	// table. FixRepeated: only a key the known-negative record holds (see
+	// KnownNegatives; a false positive of a key it does not hold takes a
+	// slot in it), so a key asked once costs its probe and no remote read,
+	// and a repeated key is fixed at its second sight (a later one if the
+	// record dropped it in between). FixAuto chooses between the two by what
+	// the absent Gets do: while most absent keys repeat (fewer than half of
+	// the last 4096 or so recorded were new to the record) it fixes every
+	// false positive; while most are new, only those of keys asked before.
+	// It fixes no more than FixEvery and wastes at most about twice
+	// FixEvery's probes on a key (fixed at its second sight), the ski-rental
+	// bound. On cold storage with absent keys that do not repeat it spares
+	// the fixes' device reads; where they repeat, its wasted probes cost
+	// more than the fixes it spares (figures in docs/BENCHMARKS.md).
+	// FixCached fixes the false positives of keys the record holds and puts
+	// the others in a cache of false positives kept per table (about one key
+	// per 512 table keys, the oldest of a set of 8 leaving first; its memory
+	// counts as filter memory), so a key that comes back costs no probe
+	// while the cache holds it. Without DirectReads the key's return (the
+	// cache answering for it) fixes the filter and frees the entry, and a
+	// false positive takes its key a slot in the record (as FixRepeated
+	// does), so a key that comes back after the cache let it go is fixed
+	// too: a key is fixed at its second sight in a table, and a key asked
+	// once costs an entry, no fix. With DirectReads, where each fix is a
+	// device read, the cache keeps answering for the key until it lets it
+	// go, and the key is fixed when it comes back after that if the record
+	// holds it (figures in docs/BENCHMARKS.md, "The fix rule with
+	// DirectReads" and "The fix rule in memory"). With the record off every
+	// rule is FixEvery.
 	FixRule FixRule
 	// FixInline makes the Get that meets a false positive fix it before
 	// it returns (the remote read and the adaptation on the Get's time).
