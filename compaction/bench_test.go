@@ -37,7 +37,7 @@ func BenchmarkRun(b *testing.B) {
 				for v := 0; v < 4; v++ {
 					seq := uint64(v)<<30 + uint64(i) // two versions below the snapshot
 					c := rng.Intn(8)
-					children[c] = append(children[c], entry{key: base.InternalKey{UserKey: uk, Seq: seq, Kind: base.KindSet}, value: []byte("value")})
+					children[c] = append(children[c], entry{key: base.InternalKey{UserKey: uk, Seq: seq, Kind: base.KeyKindSet}, value: []byte("value")})
 				}
 			}
 			for _, c := range children {
@@ -69,7 +69,7 @@ func BenchmarkMergingIterSeekGE(b *testing.B) {
 	for i := range keys {
 		keys[i] = []byte(fmt.Sprintf("user%012d", i))
 		c := rng.Intn(8)
-		children[c] = append(children[c], entry{key: base.InternalKey{UserKey: keys[i], Seq: uint64(i), Kind: base.KindSet}, value: []byte("value")})
+		children[c] = append(children[c], entry{key: base.InternalKey{UserKey: keys[i], Seq: uint64(i), Kind: base.KeyKindSet}, value: []byte("value")})
 	}
 	it, _ := newMerged(children)
 	b.ReportAllocs()

@@ -28,7 +28,7 @@ var (
 	// of internal-key order (or the same internal key twice).
 	ErrOutOfOrder = errors.New("compaction: input keys out of order")
 	// ErrUnsupportedKind reports an internal key kind other than
-	// base.KindSet and base.KindDelete.
+	// base.KeyKindSet and base.KeyKindDelete.
 	ErrUnsupportedKind = errors.New("compaction: unsupported key kind")
 	// ErrClosed reports use of a merging iterator after Close (the
 	// module's one closed error, kv.ErrClosed).

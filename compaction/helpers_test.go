@@ -196,8 +196,8 @@ func (o *memOutput) Finish() (*TableMeta, error) {
 	o.finished = true
 	if len(o.es) == 0 {
 		return &TableMeta{FileNum: o.fileNum, Size: o.size, HasRangeDels: true,
-			Smallest: base.InternalKey{UserKey: o.frags[0].Start, Seq: o.frags[0].Seqs[0], Kind: base.KindRangeDelete},
-			Largest:  base.InternalKey{UserKey: o.frags[len(o.frags)-1].End, Seq: base.MaxSeq, Kind: base.KindRangeDelete}}, nil
+			Smallest: base.InternalKey{UserKey: o.frags[0].Start, Seq: o.frags[0].Seqs[0], Kind: base.KeyKindRangeDelete},
+			Largest:  base.InternalKey{UserKey: o.frags[len(o.frags)-1].End, Seq: base.MaxSeq, Kind: base.KeyKindRangeDelete}}, nil
 	}
 	return &TableMeta{FileNum: o.fileNum, Size: o.size, Smallest: o.es[0].key, Largest: o.es[len(o.es)-1].key, HasRangeDels: len(o.frags) > 0}, nil
 }

@@ -40,7 +40,7 @@ func randChildren(rng *rand.Rand, n, maxLen, nKeys int, dups bool) [][]entry {
 			if dups && len(all) > 0 && rng.Intn(8) == 0 {
 				k = all[rng.Intn(len(all))]
 			} else {
-				k = base.InternalKey{UserKey: randUserKey(rng, nKeys), Seq: uint64(rng.Intn(50)), Kind: base.Kind(rng.Intn(2))}
+				k = base.InternalKey{UserKey: randUserKey(rng, nKeys), Seq: uint64(rng.Intn(50)), Kind: base.KeyKind(rng.Intn(2))}
 			}
 			id := fmt.Sprintf("%s#%d,%d", k.UserKey, k.Seq, k.Kind)
 			if seen[id] || (!dups && used[id]) {
@@ -49,7 +49,7 @@ func randChildren(rng *rand.Rand, n, maxLen, nKeys int, dups bool) [][]entry {
 			seen[id], used[id] = true, true
 			all = append(all, k)
 			var v []byte
-			if k.Kind == base.KindSet {
+			if k.Kind == base.KeyKindSet {
 				v = []byte(fmt.Sprintf("c%d-%d", c, j))
 			}
 			children[c] = append(children[c], entry{key: k, value: v})
@@ -292,7 +292,7 @@ func TestMergingIterErrorPropagation(t *testing.T) {
 }
 
 func TestMergingIterCloseErrors(t *testing.T) {
-	a := newSliceIter([]entry{{key: base.InternalKey{UserKey: []byte("a"), Seq: 1, Kind: base.KindSet}}})
+	a := newSliceIter([]entry{{key: base.InternalKey{UserKey: []byte("a"), Seq: 1, Kind: base.KeyKindSet}}})
 	b := newSliceIter(nil)
 	b.closeErr = errors.New("close failed")
 	it := NewMergingIter(a, b)
@@ -302,7 +302,7 @@ func TestMergingIterCloseErrors(t *testing.T) {
 	require.True(t, a.closed)
 	require.True(t, b.closed)
 
-	c := newSliceIter([]entry{{key: base.InternalKey{UserKey: []byte("a"), Seq: 1, Kind: base.KindSet}}})
+	c := newSliceIter([]entry{{key: base.InternalKey{UserKey: []byte("a"), Seq: 1, Kind: base.KeyKindSet}}})
 	it = NewMergingIter(c)
 	require.True(t, it.First())
 	require.NoError(t, it.Close())
@@ -320,7 +320,7 @@ func BenchmarkMergingIter(b *testing.B) {
 			children := make([][]entry, n)
 			for i := 0; i < total; i++ {
 				c := rng.Intn(n)
-				k := base.InternalKey{UserKey: []byte(fmt.Sprintf("user%012d", i)), Seq: uint64(i), Kind: base.KindSet}
+				k := base.InternalKey{UserKey: []byte(fmt.Sprintf("user%012d", i)), Seq: uint64(i), Kind: base.KeyKindSet}
 				children[c] = append(children[c], entry{key: k, value: []byte("value")})
 			}
 			b.ReportAllocs()

@@ -17,8 +17,8 @@ func tm(fileNum, size uint64, lo, hi string) *TableMeta {
 	return &TableMeta{
 		FileNum:  fileNum,
 		Size:     size,
-		Smallest: base.InternalKey{UserKey: []byte(lo), Seq: 100, Kind: base.KindSet},
-		Largest:  base.InternalKey{UserKey: []byte(hi), Seq: 1, Kind: base.KindSet},
+		Smallest: base.InternalKey{UserKey: []byte(lo), Seq: 100, Kind: base.KeyKindSet},
+		Largest:  base.InternalKey{UserKey: []byte(hi), Seq: 1, Kind: base.KeyKindSet},
 	}
 }
 
@@ -324,8 +324,8 @@ func TestPickBoundaryExpansion(t *testing.T) {
 	opts := Options{BaseLevelBytes: 10, LevelRatio: 1000, StaticLevelTargets: true}
 	k := func(fileNum, size uint64, lo string, loSeq uint64, hi string, hiSeq uint64) *TableMeta {
 		return &TableMeta{FileNum: fileNum, Size: size,
-			Smallest: base.InternalKey{UserKey: []byte(lo), Seq: loSeq, Kind: base.KindSet},
-			Largest:  base.InternalKey{UserKey: []byte(hi), Seq: hiSeq, Kind: base.KindSet}}
+			Smallest: base.InternalKey{UserKey: []byte(lo), Seq: loSeq, Kind: base.KeyKindSet},
+			Largest:  base.InternalKey{UserKey: []byte(hi), Seq: hiSeq, Kind: base.KeyKindSet}}
 	}
 	var levels [NumLevels][]*TableMeta
 	// L1: 2 and 3 share user key "f" (versions #9 in 2, #5 in 3); 3 and 4

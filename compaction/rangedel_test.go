@@ -18,7 +18,7 @@ import (
 func readRD(es []entry, set *rangedel.Set, userKey string, s uint64) (string, bool) {
 	for _, e := range es {
 		if string(e.key.UserKey) == userKey && e.key.Seq < s {
-			if e.key.Kind == base.KindDelete || set.Covering(e.key.UserKey, s) > e.key.Seq {
+			if e.key.Kind == base.KeyKindDelete || set.Covering(e.key.UserKey, s) > e.key.Seq {
 				return "", false
 			}
 			return string(e.value), true
@@ -114,7 +114,7 @@ func TestRunRangeDelsRandom(t *testing.T) {
 		}
 		// No kept Set is deleted for every reader that would see it.
 		for _, e := range got {
-			if e.key.Kind != base.KindSet {
+			if e.key.Kind != base.KeyKindSet {
 				continue
 			}
 			seen := false

@@ -137,7 +137,7 @@ const cancelCheckInterval = 4096
 // aborts the output in progress and is returned (wrapped) together with the
 // metadata of the outputs already finished, so that the caller can delete
 // their files. Input out of internal-key order gives ErrOutOfOrder; kinds
-// other than KindSet and KindDelete give ErrUnsupportedKind.
+// other than KeyKindSet and KeyKindDelete give ErrUnsupportedKind.
 func Run(in base.Iterator, opts RunOptions) ([]*TableMeta, error) {
 	if in == nil {
 		return nil, fmt.Errorf("%w: nil input iterator", ErrInvalidOptions)
@@ -181,7 +181,7 @@ type runner struct {
 	pending  []uint64 // seqs of kept tombstones awaiting an older kept Set
 	stripe   int      // stripe of the last version seen of the current key
 	prevSeq  uint64
-	prevKind base.Kind
+	prevKind base.KeyKind
 }
 
 // stripeOf returns the index of the snapshot stripe holding seq: the number
@@ -203,7 +203,7 @@ func (r *runner) run(in base.Iterator) error {
 			}
 		}
 		k := in.Key()
-		if k.Kind != base.KindSet && k.Kind != base.KindDelete {
+		if k.Kind != base.KeyKindSet && k.Kind != base.KeyKindDelete {
 			return fmt.Errorf("%w: %d at user key %q seq %d", ErrUnsupportedKind, k.Kind, k.UserKey, k.Seq)
 		}
 		sameKey := false
@@ -232,12 +232,12 @@ func (r *runner) run(in base.Iterator) error {
 			continue // deleted by a range tombstone every reader of it sees
 		}
 		if r.opts.DropTombstones {
-			if k.Kind == base.KindDelete {
+			if k.Kind == base.KeyKindDelete {
 				r.pending = append(r.pending, k.Seq)
 				continue
 			}
 			for _, seq := range r.pending {
-				if err := r.add(base.InternalKey{UserKey: r.userKey, Seq: seq, Kind: base.KindDelete}, nil); err != nil {
+				if err := r.add(base.InternalKey{UserKey: r.userKey, Seq: seq, Kind: base.KeyKindDelete}, nil); err != nil {
 					return err
 				}
 			}

@@ -26,12 +26,12 @@ func randVersions(rng *rand.Rand, nKeys, maxVersions int, maxSeq int) []entry {
 		n := 1 + rng.Intn(maxVersions)
 		seqs := rng.Perm(maxSeq)[:min(n, maxSeq)]
 		for _, s := range seqs {
-			kind := base.KindSet
+			kind := base.KeyKindSet
 			if rng.Intn(3) == 0 {
-				kind = base.KindDelete
+				kind = base.KeyKindDelete
 			}
 			var v []byte
-			if kind == base.KindSet {
+			if kind == base.KeyKindSet {
 				v = []byte(fmt.Sprintf("v%s@%d", uk, s))
 			}
 			es = append(es, entry{key: base.InternalKey{UserKey: uk, Seq: uint64(s), Kind: kind}, value: v})
@@ -98,7 +98,7 @@ func modelRun(es []entry, snapshots []uint64, dropTombstones bool) []entry {
 			}
 		}
 		if dropTombstones {
-			for len(kept) > 0 && kept[len(kept)-1].key.Kind == base.KindDelete {
+			for len(kept) > 0 && kept[len(kept)-1].key.Kind == base.KeyKindDelete {
 				kept = kept[:len(kept)-1]
 			}
 		}
@@ -112,7 +112,7 @@ func modelRun(es []entry, snapshots []uint64, dropTombstones bool) []entry {
 func read(es []entry, userKey string, s uint64) (string, bool) {
 	for _, e := range es {
 		if string(e.key.UserKey) == userKey && e.key.Seq < s {
-			if e.key.Kind == base.KindDelete {
+			if e.key.Kind == base.KeyKindDelete {
 				return "", false
 			}
 			return string(e.value), true
@@ -169,7 +169,7 @@ func TestRunZeroSeqsRandom(t *testing.T) {
 			require.Equal(t, r.key.Kind, g.key.Kind, msg)
 			require.Equal(t, r.value, g.value, msg)
 			last := i+1 == len(ref) || string(ref[i+1].key.UserKey) != string(r.key.UserKey)
-			if r.key.Kind == base.KindSet && oldest(r.key.Seq) {
+			if r.key.Kind == base.KeyKindSet && oldest(r.key.Seq) {
 				require.True(t, last, "%s: %v in the oldest stripe is not its key's last version", msg, r)
 				require.Zero(t, g.key.Seq, "%s: %v not zeroed", msg, r)
 				zeroed++
@@ -262,10 +262,10 @@ func TestRunVersionRulesRandom(t *testing.T) {
 					}
 				}
 				require.True(t, seen, "%s: version %v kept but seen by no reader", msg, v)
-				if drop && v.key.Kind == base.KindDelete {
+				if drop && v.key.Kind == base.KeyKindDelete {
 					hasOlderSet := false
 					for _, w := range g[i+1:] {
-						hasOlderSet = hasOlderSet || w.key.Kind == base.KindSet
+						hasOlderSet = hasOlderSet || w.key.Kind == base.KeyKindSet
 					}
 					require.True(t, hasOlderSet, "%s: bottommost tombstone %v hides nothing", msg, v)
 				}
@@ -304,10 +304,10 @@ func TestRunVersionRulesRandom(t *testing.T) {
 // TestRunVersionRulesExamples spells out the rules on small cases.
 func TestRunVersionRulesExamples(t *testing.T) {
 	set := func(k string, seq uint64) entry {
-		return entry{key: base.InternalKey{UserKey: []byte(k), Seq: seq, Kind: base.KindSet}, value: []byte(fmt.Sprintf("%s%d", k, seq))}
+		return entry{key: base.InternalKey{UserKey: []byte(k), Seq: seq, Kind: base.KeyKindSet}, value: []byte(fmt.Sprintf("%s%d", k, seq))}
 	}
 	del := func(k string, seq uint64) entry {
-		return entry{key: base.InternalKey{UserKey: []byte(k), Seq: seq, Kind: base.KindDelete}}
+		return entry{key: base.InternalKey{UserKey: []byte(k), Seq: seq, Kind: base.KeyKindDelete}}
 	}
 	cases := []struct {
 		name  string
@@ -348,7 +348,7 @@ func TestRunOutputCutting(t *testing.T) {
 	var es []entry
 	for k := 0; k < 100; k++ {
 		for s := 3; s >= 1; s-- {
-			es = append(es, entry{key: base.InternalKey{UserKey: []byte(fmt.Sprintf("k%03d", k)), Seq: uint64(s*1000 + k), Kind: base.KindSet}, value: []byte("vvvvvvvv")})
+			es = append(es, entry{key: base.InternalKey{UserKey: []byte(fmt.Sprintf("k%03d", k)), Seq: uint64(s*1000 + k), Kind: base.KeyKindSet}, value: []byte("vvvvvvvv")})
 		}
 	}
 	sortEntries(es)
@@ -369,7 +369,7 @@ func TestRunOutputCutting(t *testing.T) {
 	// One user key bigger than the target is never split.
 	var big []entry
 	for s := 50; s >= 1; s-- {
-		big = append(big, entry{key: base.InternalKey{UserKey: []byte("big"), Seq: uint64(s * 2), Kind: base.KindSet}, value: []byte("x")})
+		big = append(big, entry{key: base.InternalKey{UserKey: []byte("big"), Seq: uint64(s * 2), Kind: base.KeyKindSet}, value: []byte("x")})
 	}
 	snaps := make([]uint64, 0, 50)
 	for s := 1; s <= 50; s++ {
@@ -385,7 +385,7 @@ func TestRunOutputCutting(t *testing.T) {
 func TestRunErrors(t *testing.T) {
 	var es []entry
 	for k := 0; k < 50; k++ {
-		es = append(es, entry{key: base.InternalKey{UserKey: []byte(fmt.Sprintf("k%03d", k)), Seq: 1, Kind: base.KindSet}, value: []byte("0123456789")})
+		es = append(es, entry{key: base.InternalKey{UserKey: []byte(fmt.Sprintf("k%03d", k)), Seq: 1, Kind: base.KeyKindSet}, value: []byte("0123456789")})
 	}
 	opts := func(s *memSink) RunOptions {
 		return RunOptions{TargetFileSize: 100, NewOutput: s.NewOutput}
@@ -494,7 +494,7 @@ func TestRunErrors(t *testing.T) {
 	t.Run("cancel", func(t *testing.T) {
 		var many []entry
 		for k := 0; k < 3*cancelCheckInterval; k++ {
-			many = append(many, entry{key: base.InternalKey{UserKey: []byte(fmt.Sprintf("k%06d", k)), Seq: 1, Kind: base.KindSet}})
+			many = append(many, entry{key: base.InternalKey{UserKey: []byte(fmt.Sprintf("k%06d", k)), Seq: 1, Kind: base.KeyKindSet}})
 		}
 		cancel := make(chan struct{})
 		close(cancel)
@@ -519,7 +519,7 @@ func TestRunErrors(t *testing.T) {
 func gpKeys(n int) []entry {
 	es := make([]entry, n)
 	for i := range es {
-		es[i] = entry{key: base.InternalKey{UserKey: []byte(fmt.Sprintf("k%03d", i)), Seq: uint64(i + 1), Kind: base.KindSet}, value: []byte("vvvvvvvv")}
+		es[i] = entry{key: base.InternalKey{UserKey: []byte(fmt.Sprintf("k%03d", i)), Seq: uint64(i + 1), Kind: base.KeyKindSet}, value: []byte("vvvvvvvv")}
 	}
 	return es
 }

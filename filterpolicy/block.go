@@ -2,12 +2,11 @@ package filterpolicy
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"slices"
 
-	"github.com/adaptkv/adaptkv/filterpolicy/filter"
+	"github.com/adaptkv/adaptkv/filter"
 )
 
 // Filter block layout (little-endian), format version 1:
@@ -15,7 +14,7 @@ import (
 //	offset size field
 //	0      4    magic "akvf"
 //	4      1    format version
-//	5      1    filter kind (KindCode)
+//	5      1    filter kind (filter.Code)
 //	6      1    flags (bit 0: a remote section follows the local state)
 //	7      1    reserved, zero
 //	8      8    seed
@@ -47,34 +46,10 @@ var blockMagic = [4]byte{'a', 'k', 'v', 'f'}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// KindCode identifies the filter stored in a block.
-type KindCode uint8
-
-// Filter kinds stored in block headers. Values are part of the on-disk format.
-const (
-	KindNone    = KindCode(filter.CodeNone)
-	KindBloom   = KindCode(filter.CodeBloom)
-	KindFuse    = KindCode(filter.CodeFuse)
-	KindPrefix  = KindCode(filter.CodePrefix)
-	KindRSQF    = KindCode(filter.CodeRSQF)
-	KindTAF     = KindCode(filter.CodeTAF)
-	KindExAF    = KindCode(filter.CodeExAF)
-	KindUTAF    = KindCode(filter.CodeUTAF)
-	KindStacked = KindCode(filter.CodeStacked)
-)
-
-// String returns the registry name of the kind.
-func (k KindCode) String() string {
-	if kind, ok := KindByCode(k); ok {
-		return kind.Name()
-	}
-	return fmt.Sprintf("kind(%d)", uint8(k))
-}
-
 // Header is the decoded fixed header of a filter block.
 type Header struct {
 	Version     uint8
-	Kind        KindCode
+	Code        filter.Code // the kind's code
 	HasRemote   bool
 	Seed        uint64
 	Param1      uint32
@@ -100,7 +75,7 @@ func RemoteSectionSize(n int) int {
 func (h Header) encode(dst []byte) {
 	copy(dst[0:4], blockMagic[:])
 	dst[4] = h.Version
-	dst[5] = byte(h.Kind)
+	dst[5] = byte(h.Code)
 	var flags byte
 	if h.HasRemote {
 		flags |= flagRemote
@@ -136,7 +111,7 @@ func ParseHeader(b []byte) (Header, error) {
 	}
 	h := Header{
 		Version:   b[4],
-		Kind:      KindCode(b[5]),
+		Code:      filter.Code(b[5]),
 		HasRemote: b[6]&flagRemote != 0,
 		Seed:      binary.LittleEndian.Uint64(b[8:]),
 		Param1:    binary.LittleEndian.Uint32(b[16:]),
@@ -148,7 +123,7 @@ func ParseHeader(b []byte) (Header, error) {
 	if h.Version == 0 || h.Version > FormatVersion {
 		return h, fmt.Errorf("%w: %w: format version %d (this build reads up to %d)", ErrCorruptBlock, ErrUnsupportedVersion, h.Version, FormatVersion)
 	}
-	if _, ok := KindByCode(h.Kind); !ok {
+	if _, ok := KindByCode(h.Code); !ok {
 		return h, fmt.Errorf("%w: unknown filter kind %d", ErrCorruptBlock, b[5])
 	}
 	if b[6]&^flagRemote != 0 || b[7] != 0 {
@@ -236,6 +211,23 @@ func chunkChecksum(chunk uint32, seed uint64, tails []byte) uint32 {
 	return crc32.Update(c, castagnoli, tails)
 }
 
-// errNoRemote is returned by adaptations of a filter decoded without access
-// to its remote representation.
-var errNoRemote = errors.New("filterpolicy: no remote representation available")
+// BlockID tells filter blocks apart without a pass over their bytes: the
+// kind's code, the seed and the stored checksum.
+type BlockID struct {
+	Code     filter.Code
+	Seed     uint64
+	Checksum uint32
+}
+
+// PeekBlockID reads b's BlockID from its header and verifies nothing; ok
+// is false for a block shorter than the header.
+func PeekBlockID(b []byte) (id BlockID, ok bool) {
+	if len(b) < HeaderSize {
+		return BlockID{}, false
+	}
+	return BlockID{
+		Code:     filter.Code(b[5]),
+		Seed:     binary.LittleEndian.Uint64(b[8:]),
+		Checksum: binary.LittleEndian.Uint32(b[36:]),
+	}, true
+}

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/adaptkv/adaptkv/adaptive"
-	"github.com/adaptkv/adaptkv/adaptive/acf"
-	"github.com/adaptkv/adaptkv/filterpolicy/bloom"
-	"github.com/adaptkv/adaptkv/filterpolicy/filter"
-	"github.com/adaptkv/adaptkv/filterpolicy/fuse"
-	"github.com/adaptkv/adaptkv/filterpolicy/stacked"
-	"github.com/adaptkv/adaptkv/prefixfilter"
+	"github.com/adaptkv/adaptkv/filter"
+	"github.com/adaptkv/adaptkv/filter/bloom"
+	"github.com/adaptkv/adaptkv/filter/cuckoo"
+	"github.com/adaptkv/adaptkv/filter/fuse"
+	"github.com/adaptkv/adaptkv/filter/prefix"
+	"github.com/adaptkv/adaptkv/filter/quotient"
+	"github.com/adaptkv/adaptkv/filter/stacked"
 )
 
 // kinds is the registry: every filter kind, one line each. Names, codes,
@@ -21,17 +21,17 @@ var kinds = []filter.Kind{
 	noneKind{},
 	bloom.Kind{},
 	fuse.Kind{},
-	prefixfilter.Kind{},
-	prefixfilter.APrefixKind{},
-	adaptive.RSQFKind,
-	adaptive.TAFKind,
-	adaptive.ExAFKind,
-	adaptive.UTAFKind,
-	adaptive.CAFKind,
+	prefix.Kind{},
+	prefix.APrefixKind{},
+	quotient.RSQFKind,
+	quotient.TAFKind,
+	quotient.ExAFKind,
+	quotient.UTAFKind,
+	quotient.CAFKind,
 	stacked.Kind{},
-	acf.CuckooingKind,
-	acf.CyclicKind,
-	acf.SwappingKind,
+	cuckoo.CuckooingKind,
+	cuckoo.CyclicKind,
+	cuckoo.SwappingKind,
 }
 
 // KindByName returns the registered kind named name (unconfigured).
@@ -44,8 +44,8 @@ func KindByName(name string) (filter.Kind, bool) {
 }
 
 // KindByCode returns the registered kind with block-header code c.
-func KindByCode(c KindCode) (filter.Kind, bool) {
-	i := slices.IndexFunc(kinds, func(k filter.Kind) bool { return KindCode(k.Code()) == c })
+func KindByCode(c filter.Code) (filter.Kind, bool) {
+	i := slices.IndexFunc(kinds, func(k filter.Kind) bool { return k.Code() == c })
 	if i < 0 {
 		return nil, false
 	}
@@ -101,4 +101,13 @@ func checkRegistry() error {
 		names[k.Name()], codes[k.Code()] = true, true
 	}
 	return nil
+}
+
+// KindName is the registry name of the kind with code c ("kind(N)" for a
+// code no kind has).
+func KindName(c filter.Code) string {
+	if k, ok := KindByCode(c); ok {
+		return k.Name()
+	}
+	return fmt.Sprintf("kind(%d)", uint8(c))
 }

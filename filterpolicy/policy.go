@@ -2,20 +2,16 @@ package filterpolicy
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"unsafe"
 
 	"github.com/adaptkv/adaptkv/internal/base"
 
-	"github.com/adaptkv/adaptkv/adaptive"
-	"github.com/adaptkv/adaptkv/filterpolicy/filter"
+	"github.com/adaptkv/adaptkv/filter"
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -37,50 +33,31 @@ var (
 	ErrBuild = errors.New("filterpolicy: filter build failed")
 )
 
-// Filter is a decoded, in-memory filter of one table.
-type Filter interface {
-	// MayContain reports whether key may be in the table (false: certainly absent).
-	MayContain(key []byte) bool
-	// BitsPerKey is the in-memory (local state) size per distinct key.
-	BitsPerKey() float64
-	// SizeBytes is the in-memory (local state) size.
-	SizeBytes() int
-}
-
-// AdaptiveFilter is a Filter that fixes its false positives.
-type AdaptiveFilter interface {
-	Filter
-	// Adapt fixes the false positive key, reading the remote representation.
-	Adapt(key []byte) error
-	// MarshalBinary encodes the current local state (adaptations included).
-	MarshalBinary() ([]byte, error)
-	// Stats returns the filter's adaptation counters.
-	Stats() adaptive.Stats
-}
-
-// Policy is a filter as a Pebble FilterPolicy plus decoding into an
-// in-memory filter.
+// Policy is a configured filter kind: it writes the filter blocks of tables
+// (ForTable) and decodes them into in-memory filters (Open). Package
+// pebblefilter makes one a Pebble FilterPolicy.
 type Policy interface {
-	pebble.FilterPolicy
-	// Kind is the registry name (Names): none, bloom, fuse, prefix, rsqf, taf, exaf, utaf, stacked.
-	Kind() string
-	// Adaptive reports whether Open returns an AdaptiveFilter.
+	// Name is the registry name (Names): none, bloom, fuse, prefix, rsqf,
+	// taf, exaf, utaf, stacked, ...; the Pebble policy name is derived from
+	// it (PebbleName), so it is part of the on-disk format.
+	Name() string
+	// Kind is the configured kind the policy builds (ForTable writes
+	// tables with it, so a Policy from outside this package works too).
+	Kind() filter.Kind
+	// Adaptive reports whether Open returns a filter.Adaptive.
 	Adaptive() bool
 	// KnownNegatives reports whether the policy builds its filters around
 	// the known negatives a table is written with (ForTable): the stacked
 	// filter does.
 	KnownNegatives() bool
-	// FilterKind is the configured kind the policy builds (ForTable writes
-	// tables with it, so a Policy from outside this package works too).
-	FilterKind() filter.Kind
 	// NewSeed returns the seed of a new filter (non-zero).
 	NewSeed() uint64
 	// Open decodes a filter block written by this policy into an in-memory
 	// filter. remote is the table's remote representation (nil for static
 	// policies or when there is none: a block that carries its remote section
-	// then uses it, otherwise adaptations fail with adaptive.ErrRemote).
+	// then uses it, otherwise adaptations fail with filter.ErrRemote).
 	// Errors wrap ErrCorruptBlock.
-	Open(block []byte, remote adaptive.Remote) (Filter, error)
+	Open(block []byte, remote filter.Remote) (filter.Filter, error)
 }
 
 // Options configure a policy built with New. Zero values mean defaults.
@@ -146,7 +123,7 @@ func New(name string, opts Options) (Policy, error) {
 	if opts.SeedSource == nil {
 		opts.SeedSource = randomSeed
 	}
-	return &policy{kind: KindCode(fk.Code()), name: name, opts: opts, fk: fk, views: new(viewCache)}, nil
+	return &policy{code: fk.Code(), name: name, opts: opts, fk: fk}, nil
 }
 
 // NewBloom returns the bloom policy with bitsPerKey bits per key (values
@@ -161,37 +138,33 @@ func NewBloom(bitsPerKey int) Policy {
 
 // policy implements Policy for every registered kind.
 type policy struct {
-	kind  KindCode
-	name  string
-	opts  Options
-	fk    filter.Kind // the configured kind
-	views *viewCache  // the blocks Pebble asked this policy about
+	code filter.Code
+	name string
+	opts Options
+	fk   filter.Kind // the configured kind
 }
 
 var _ Policy = (*policy)(nil)
 
-// Name implements pebble.FilterPolicy: the name under which Pebble stores
-// the block ("fullfilter." + Name()). Bloom variants share one name: the
-// bits per key live in the block header.
-func (p *policy) Name() string { return PebbleName(p.name) }
+// Name implements Policy.
+func (p *policy) Name() string { return p.name }
 
-// PebbleName is the pebble FilterPolicy name of the registry name kind.
+// PebbleName is the Pebble FilterPolicy name of the registry name kind: a
+// table stores its filter block under "fullfilter." + PebbleName(kind).
+// Bloom variants share one name: the bits per key live in the block header.
 func PebbleName(kind string) string { return "adaptkv." + kind }
 
 // MetaBlockName is the metaindex name of a filter block of the registry name kind.
 func MetaBlockName(kind string) string { return "fullfilter." + PebbleName(kind) }
 
 // Kind implements Policy.
-func (p *policy) Kind() string { return p.name }
+func (p *policy) Kind() filter.Kind { return p.fk }
 
 // KnownNegatives implements Policy.
-func (p *policy) KnownNegatives() bool { return p.kind == KindStacked }
+func (p *policy) KnownNegatives() bool { return p.code == filter.CodeStacked }
 
 // Adaptive implements Policy.
 func (p *policy) Adaptive() bool { return p.fk.Adaptive() }
-
-// FilterKind implements Policy.
-func (p *policy) FilterKind() filter.Kind { return p.fk }
 
 // Adapts reports whether p's filters fix their false positives: p is
 // Adaptive and its filters' Adapt does not answer ErrNotAdaptive (rsqf's
@@ -201,49 +174,42 @@ func Adapts(p Policy) bool {
 	if p == nil || !p.Adaptive() {
 		return false
 	}
-	w := p.NewWriter(pebble.TableFilter)
+	w := BlockWriter(p)
 	w.AddKey([]byte("k"))
 	f, err := p.Open(w.Finish(nil), nil)
 	if err != nil {
 		return false
 	}
-	af, ok := f.(AdaptiveFilter)
+	af, ok := f.(filter.Adaptive)
 	return ok && !errors.Is(af.Adapt([]byte("absent")), filter.ErrNotAdaptive)
 }
 
 // NewSeed implements Policy.
 func (p *policy) NewSeed() uint64 { return p.opts.SeedSource() }
 
-// NewWriter implements pebble.FilterPolicy. The block has no remote section.
-func (p *policy) NewWriter(ftype pebble.FilterType) pebble.FilterWriter {
-	return newBlockWriter(p.fk, p.name, p.opts.SeedSource(), false, nil)
-}
-
-// MayContain implements pebble.FilterPolicy. A block that is not a valid
-// block of this policy's kind (another kind, a newer version, a bad
-// checksum) answers true: never a false negative.
-func (p *policy) MayContain(ftype pebble.FilterType, block, key []byte) bool {
-	f := p.cachedView(block)
-	if f == nil {
-		return true
-	}
-	return f.MayContain(key)
+// BlockWriter returns a writer of one filter block of p's kind over the
+// keys added to it (sorted; consecutive duplicates dropped), seeded by
+// p.NewSeed, without a remote section: the block a pebble.DB writes
+// through package pebblefilter. A failed build yields a block of kind
+// none.
+func BlockWriter(p Policy) pebble.FilterWriter {
+	return newBlockWriter(p.Kind(), p.Name(), p.NewSeed(), false, nil)
 }
 
 // Open implements Policy.
-func (p *policy) Open(block []byte, remote adaptive.Remote) (Filter, error) {
+func (p *policy) Open(block []byte, remote filter.Remote) (filter.Filter, error) {
 	h, local, err := VerifyBlock(block)
 	if err != nil {
 		return nil, err
 	}
-	if h.Kind != p.kind {
-		return nil, fmt.Errorf("%w: block holds a %s filter, policy is %s", ErrCorruptBlock, h.Kind, p.name)
+	if h.Code != p.code {
+		return nil, fmt.Errorf("%w: block holds a %s filter, policy is %s", ErrCorruptBlock, KindName(h.Code), p.name)
 	}
 	return openBlock(h, block, local, remote)
 }
 
 // OpenBlock decodes a filter block of any registered kind.
-func OpenBlock(block []byte, remote adaptive.Remote) (Filter, Header, error) {
+func OpenBlock(block []byte, remote filter.Remote) (filter.Filter, Header, error) {
 	h, local, err := VerifyBlock(block)
 	if err != nil {
 		return nil, h, err
@@ -252,12 +218,12 @@ func OpenBlock(block []byte, remote adaptive.Remote) (Filter, Header, error) {
 	return f, h, err
 }
 
-func openBlock(h Header, block, local []byte, remote adaptive.Remote) (Filter, error) {
+func openBlock(h Header, block, local []byte, remote filter.Remote) (filter.Filter, error) {
 	if remote == nil {
 		if h.HasRemote && len(block) == h.LocalEnd()+h.RemoteSize() {
 			remote = inBlockRemote(block, h)
 		} else {
-			remote = noRemote{}
+			remote = filter.NoRemote{}
 		}
 	}
 	f, err := decodeLocal(h, local, remote)
@@ -265,7 +231,7 @@ func openBlock(h Header, block, local []byte, remote adaptive.Remote) (Filter, e
 		if errors.Is(err, ErrCorruptBlock) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("%w: %s filter: %w", ErrCorruptBlock, h.Kind, err)
+		return nil, fmt.Errorf("%w: %s filter: %w", ErrCorruptBlock, KindName(h.Code), err)
 	}
 	return f, nil
 }
@@ -273,23 +239,23 @@ func openBlock(h Header, block, local []byte, remote adaptive.Remote) (Filter, e
 // DecodeLocal decodes a local state of the kind and parameters in h (for
 // instance an adaptive filter's saved state) with the given remote (nil:
 // none, adaptations fail). Errors wrap ErrCorruptBlock.
-func DecodeLocal(h Header, local []byte, remote adaptive.Remote) (Filter, error) {
+func DecodeLocal(h Header, local []byte, remote filter.Remote) (filter.Filter, error) {
 	if remote == nil {
-		remote = noRemote{}
+		remote = filter.NoRemote{}
 	}
 	f, err := decodeLocal(h, local, remote)
 	if err != nil && !errors.Is(err, ErrCorruptBlock) {
-		err = fmt.Errorf("%w: %s filter: %w", ErrCorruptBlock, h.Kind, err)
+		err = fmt.Errorf("%w: %s filter: %w", ErrCorruptBlock, KindName(h.Code), err)
 	}
 	return f, err
 }
 
 // decodeLocal decodes the local state of a verified block with its kind
 // and the header's parameters.
-func decodeLocal(h Header, local []byte, remote adaptive.Remote) (Filter, error) {
-	kind, ok := KindByCode(h.Kind)
+func decodeLocal(h Header, local []byte, remote filter.Remote) (filter.Filter, error) {
+	kind, ok := KindByCode(h.Code)
 	if !ok {
-		return nil, fmt.Errorf("%w: unknown kind %d", ErrCorruptBlock, h.Kind)
+		return nil, fmt.Errorf("%w: unknown kind %d", ErrCorruptBlock, h.Code)
 	}
 	f, err := kind.Decode(filter.Params{P1: h.Param1, P2: h.Param2, Keys: h.NumKeys}, h.Seed, local, remote)
 	if err != nil {
@@ -325,11 +291,11 @@ func ForTable(p Policy, seed uint64, kn []filter.KnownNegative) (*WriterPolicy, 
 	if p == nil {
 		return nil, fmt.Errorf("%w: nil policy", ErrInvalidOptions)
 	}
-	kind := p.FilterKind()
+	kind := p.Kind()
 	if kind == nil {
 		return nil, fmt.Errorf("%w: policy %s has no filter kind", ErrInvalidOptions, p.Name())
 	}
-	if reg, ok := KindByCode(KindCode(kind.Code())); !ok || reg.Name() != kind.Name() || PebbleName(kind.Name()) != p.Name() {
+	if reg, ok := KindByCode(kind.Code()); !ok || reg.Name() != kind.Name() || kind.Name() != p.Name() {
 		return nil, fmt.Errorf("%w: policy %s writes kind %s (code %d), not a registered kind under its name",
 			ErrInvalidOptions, p.Name(), kind.Name(), kind.Code())
 	}
@@ -339,12 +305,14 @@ func ForTable(p Policy, seed uint64, kn []filter.KnownNegative) (*WriterPolicy, 
 	return &WriterPolicy{p: p, kind: kind, seed: seed, kn: kn}, nil
 }
 
-// Name implements pebble.FilterPolicy.
-func (w *WriterPolicy) Name() string { return w.p.Name() }
+// Name implements pebble.FilterPolicy: PebbleName of the policy's name.
+func (w *WriterPolicy) Name() string { return PebbleName(w.p.Name()) }
 
-// MayContain implements pebble.FilterPolicy.
-func (w *WriterPolicy) MayContain(ftype pebble.FilterType, block, key []byte) bool {
-	return w.p.MayContain(ftype, block, key)
+// MayContain implements pebble.FilterPolicy (Pebble's writer never calls
+// it): a block that does not open answers "maybe".
+func (w *WriterPolicy) MayContain(_ pebble.FilterType, block, key []byte) bool {
+	f, err := w.p.Open(block, filter.NoRemote{})
+	return err != nil || f.MayContain(key)
 }
 
 // NewWriter implements pebble.FilterPolicy.
@@ -429,14 +397,14 @@ func (w *blockWriter) AddKey(key []byte) {
 // sstable writer learns the error through WriterPolicy.Err.
 func (w *blockWriter) Finish(dst []byte) []byte {
 	pp := w.kind.Params()
-	h := Header{Kind: KindCode(w.kind.Code()), Seed: w.seed, Param1: pp.P1, Param2: pp.P2, NumKeys: w.n}
+	h := Header{Code: w.kind.Code(), Seed: w.seed, Param1: pp.P1, Param2: pp.P2, NumKeys: w.n}
 	if w.b == nil {
 		w.b = w.newBuilder()
 	}
 	local, remote, err := w.b.Finish()
 	if err != nil {
 		err = fmt.Errorf("%w: %s over %d keys: %w", ErrBuild, w.name, w.n, err)
-		h = Header{Kind: KindNone, Seed: w.seed, NumKeys: w.n}
+		h = Header{Code: filter.CodeNone, Seed: w.seed, NumKeys: w.n}
 		local, remote = nil, nil
 	}
 	if !w.withRemote {
@@ -463,84 +431,4 @@ func (w *blockWriter) Finish(dst []byte) []byte {
 	w.b = nil
 	w.hasLast, w.n = false, 0
 	return dst
-}
-
-// viewCache maps a pebble-owned block (address, length, seed, checksum) to
-// its verified, decoded filter, so Pebble's per-query MayContain does not
-// re-verify the checksum (an O(size) pass) each time. A view of a static
-// filter reads the bytes at that address, which are the block Pebble
-// passed (a block at the same address with the same seed and checksum is
-// the same filter); an adaptive filter is a decoded copy. Views keep their
-// memory reachable, so the cache is cleared when it holds more than
-// viewCacheMaxEntries blocks or viewCacheMaxBytes bytes. Each policy owns
-// one (New makes it), so the stores that share a policy share its views
-// and nothing else does.
-type viewCache struct {
-	m            sync.Map // viewKey -> *viewEntry
-	count, bytes atomic.Int64
-	last         atomic.Pointer[viewEntry] // the block asked about last
-}
-
-type viewKey struct {
-	ptr  uintptr
-	n    int
-	seed uint64
-	crc  uint32
-	kind KindCode
-}
-
-const (
-	viewCacheMaxEntries = 4096
-	viewCacheMaxBytes   = 128 << 20
-)
-
-// viewEntry is a cached verification result: f is nil for a block that is
-// not a valid block of the policy's kind (queries answer "maybe").
-type viewEntry struct {
-	key viewKey
-	f   Filter
-}
-
-// cachedView returns the filter of a block Pebble passed, verified and
-// decoded once per block (viewCache); nil for a block not of p's kind.
-func (p *policy) cachedView(block []byte) Filter {
-	if len(block) < HeaderSize || KindCode(block[5]) != p.kind {
-		return nil
-	}
-	key := viewKey{
-		ptr:  uintptr(unsafe.Pointer(unsafe.SliceData(block))),
-		n:    len(block),
-		seed: binary.LittleEndian.Uint64(block[8:]),
-		crc:  binary.LittleEndian.Uint32(block[36:]),
-		kind: p.kind,
-	}
-	// Fast path: the block this policy saw last (one table's filter
-	// queried repeatedly).
-	c := p.views
-	if last := c.last.Load(); last != nil && last.key == key {
-		return last.f
-	}
-	var e *viewEntry
-	if v, ok := c.m.Load(key); ok {
-		e = v.(*viewEntry)
-	} else {
-		// Full verification (header, lengths, checksum) and decoding.
-		f, err := p.Open(block, noRemote{})
-		if err != nil {
-			f = nil
-		}
-		e = &viewEntry{key: key, f: f}
-		size := int64(len(block))
-		if f != nil && p.Adaptive() {
-			size = int64(f.SizeBytes())
-		}
-		if c.count.Add(1) > viewCacheMaxEntries || c.bytes.Add(size) > viewCacheMaxBytes {
-			c.m.Clear()
-			c.count.Store(1)
-			c.bytes.Store(size)
-		}
-		c.m.Store(key, e)
-	}
-	c.last.Store(e)
-	return e.f
 }

@@ -3,7 +3,7 @@ package filterpolicy
 import (
 	"slices"
 
-	"github.com/adaptkv/adaptkv/filterpolicy/filter"
+	"github.com/adaptkv/adaptkv/filter"
 )
 
 // Pre-adaptation: an adaptive filter built for a new table (a flush or a

@@ -8,14 +8,14 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/adaptkv/adaptkv/adaptive"
+	"github.com/adaptkv/adaptkv/filter"
 )
 
-// BlockRemote is an adaptive.Remote over the remote section of a filter
+// BlockRemote is a filter.Remote over the remote section of a filter
 // block, read on demand with one positioned read of the 64-slot chunks a
 // request covers (they are contiguous: one I/O, not one per chunk). Every
 // chunk's checksum is verified; a mismatch, a short read or an
-// out-of-range request gives an error wrapping adaptive.ErrRemote. With a
+// out-of-range request gives an error wrapping filter.ErrRemote. With a
 // RemoteCache (SetCache), a request whose chunks are all cached reads no
 // file, and the chunks a read verified are cached. It is safe for
 // concurrent use.
@@ -55,10 +55,10 @@ func (br *BlockRemote) Reads() uint64 { return br.reads.Load() }
 
 const chunkBytes = RemoteChunkSlots*8 + 4
 
-// ReadSlots implements adaptive.Remote.
+// ReadSlots implements filter.Remote.
 func (br *BlockRemote) ReadSlots(first int, dst []uint64) error {
 	if first < 0 || first > br.slots || len(dst) > br.slots-first {
-		return fmt.Errorf("%w: slots [%d,%d) out of range [0,%d)", adaptive.ErrRemote, first, first+len(dst), br.slots)
+		return fmt.Errorf("%w: slots [%d,%d) out of range [0,%d)", filter.ErrRemote, first, first+len(dst), br.slots)
 	}
 	if len(dst) == 0 {
 		return nil
@@ -79,7 +79,7 @@ func (br *BlockRemote) ReadSlots(first int, dst []uint64) error {
 	buf := (*bp)[:size]
 	br.reads.Add(1)
 	if _, err := br.r.ReadAt(buf, br.off+int64(c0)*chunkBytes); err != nil {
-		return fmt.Errorf("%w: reading remote chunks %d-%d: %w", adaptive.ErrRemote, c0, c1, err)
+		return fmt.Errorf("%w: reading remote chunks %d-%d: %w", filter.ErrRemote, c0, c1, err)
 	}
 	for chunk := c0; chunk <= c1; chunk++ {
 		lo := chunk * RemoteChunkSlots
@@ -87,7 +87,7 @@ func (br *BlockRemote) ReadSlots(first int, dst []uint64) error {
 		b := buf[(chunk-c0)*chunkBytes:][:n*8+4]
 		tails := b[:n*8]
 		if c := chunkChecksum(uint32(chunk), br.seed, tails); c != binary.LittleEndian.Uint32(b[n*8:]) {
-			return fmt.Errorf("%w: checksum mismatch in remote chunk %d", adaptive.ErrRemote, chunk)
+			return fmt.Errorf("%w: checksum mismatch in remote chunk %d", filter.ErrRemote, chunk)
 		}
 		if br.cache != nil {
 			var words [RemoteChunkSlots]uint64
@@ -118,16 +118,8 @@ func (br *BlockRemote) fromCache(first, last, c0, c1 int, dst []uint64) bool {
 	return true
 }
 
-// noRemote is the remote of a filter opened without one: every read fails,
-// so adaptations fail cleanly and the filter keeps answering "maybe".
-type noRemote struct{}
-
-func (noRemote) ReadSlots(int, []uint64) error {
-	return fmt.Errorf("%w: %w", adaptive.ErrRemote, errNoRemote)
-}
-
 // inBlockRemote returns a remote over the remote section contained in block
 // (a complete block as our sstable writer emits it).
-func inBlockRemote(block []byte, h Header) adaptive.Remote {
+func inBlockRemote(block []byte, h Header) filter.Remote {
 	return NewBlockRemote(bytes.NewReader(block), 0, h)
 }

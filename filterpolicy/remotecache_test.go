@@ -8,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/adaptkv/adaptkv/adaptive"
+	"github.com/adaptkv/adaptkv/filter"
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/stretchr/testify/require"
 )
 
@@ -29,7 +30,7 @@ func remoteBlock(t *testing.T, name string, seed uint64, n int) ([]byte, Header)
 	t.Helper()
 	wp, err := ForTable(fixedPolicy(t, name, 0), seed, nil)
 	require.NoError(t, err)
-	block := buildBlock(wp, n)
+	block := writeBlock(wp.NewWriter(pebble.TableFilter), n)
 	require.NoError(t, wp.Err())
 	h, _, err := VerifyBlock(block)
 	require.NoError(t, err)
@@ -102,7 +103,7 @@ func TestRemoteCache(t *testing.T) {
 	br := NewBlockRemote(strings.NewReader(string(bad)), 0, hA)
 	br.SetCache(c2)
 	for range 2 {
-		require.ErrorIs(t, br.ReadSlots(0, make([]uint64, 10)), adaptive.ErrRemote)
+		require.ErrorIs(t, br.ReadSlots(0, make([]uint64, 10)), filter.ErrRemote)
 	}
 	require.Empty(t, c2.index)
 	require.NoError(t, br.ReadSlots(64, got[:10]))

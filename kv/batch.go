@@ -16,7 +16,7 @@ import (
 //	[16:20) entry count, little endian
 //	entries: kind byte, uvarint key length, key, and for a Set a uvarint
 //	value length and the value; for a range deletion (kind
-//	base.KindRangeDelete) the key is the range's start and the value its
+//	base.KeyKindRangeDelete) the key is the range's start and the value its
 //	end.
 //
 // Entry i of a batch gets sequence number seq+i, so a later write of the same
@@ -60,18 +60,18 @@ func (b *Batch) Set(key, value []byte) error {
 	if len(value) > MaxValueSize {
 		return fmt.Errorf("%w: %d bytes > %d", ErrValueTooLarge, len(value), MaxValueSize)
 	}
-	b.appendEntry(base.KindSet, key, value)
+	b.appendEntry(base.KeyKindSet, key, value)
 	return nil
 }
 
 // appendEntry encodes one entry: kind, key, and for all but a point
 // deletion the value (a range deletion's end).
-func (b *Batch) appendEntry(kind base.Kind, key, value []byte) {
+func (b *Batch) appendEntry(kind base.KeyKind, key, value []byte) {
 	b.init()
 	b.data = append(b.data, byte(kind))
 	b.data = binary.AppendUvarint(b.data, uint64(len(key)))
 	b.data = append(b.data, key...)
-	if kind != base.KindDelete {
+	if kind != base.KeyKindDelete {
 		b.data = binary.AppendUvarint(b.data, uint64(len(value)))
 		b.data = append(b.data, value...)
 	}
@@ -83,7 +83,7 @@ func (b *Batch) Delete(key []byte) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	b.appendEntry(base.KindDelete, key, nil)
+	b.appendEntry(base.KeyKindDelete, key, nil)
 	return nil
 }
 
@@ -99,7 +99,7 @@ func (b *Batch) DeleteRange(start, end []byte) error {
 	if bytes.Compare(start, end) >= 0 {
 		return fmt.Errorf("%w: start %q is not below end %q", ErrInvalidRange, start, end)
 	}
-	b.appendEntry(base.KindRangeDelete, start, end)
+	b.appendEntry(base.KeyKindRangeDelete, start, end)
 	return nil
 }
 
@@ -129,13 +129,13 @@ func (b *Batch) setSeq(seq uint64) {
 
 // batchEntry is one decoded write.
 type batchEntry struct {
-	kind       base.Kind
+	kind       base.KeyKind
 	key, value []byte // a range deletion's start and end
 }
 
 // applyTo inserts the entry into mt at sequence number seq.
 func (e batchEntry) applyTo(mt *memtable.MemTable, seq uint64) {
-	if e.kind == base.KindRangeDelete {
+	if e.kind == base.KeyKindRangeDelete {
 		mt.AddRangeDel(e.key, e.value, seq)
 		return
 	}
@@ -157,9 +157,9 @@ func decodeBatch(data []byte, fn func(seq uint64, e batchEntry) error) (first ui
 			return 0, 0, fmt.Errorf("%w: batch truncated at entry %d of %d", ErrCorruption, i, count)
 		}
 		var e batchEntry
-		e.kind = base.Kind(p[0])
+		e.kind = base.KeyKind(p[0])
 		p = p[1:]
-		if e.kind != base.KindSet && e.kind != base.KindDelete && e.kind != base.KindRangeDelete {
+		if e.kind != base.KeyKindSet && e.kind != base.KeyKindDelete && e.kind != base.KeyKindRangeDelete {
 			return 0, 0, fmt.Errorf("%w: batch entry %d has kind %d", ErrCorruption, i, e.kind)
 		}
 		var ok bool
@@ -167,11 +167,11 @@ func decodeBatch(data []byte, fn func(seq uint64, e batchEntry) error) (first ui
 			return 0, 0, fmt.Errorf("%w: batch entry %d has a bad key", ErrCorruption, i)
 		}
 		switch e.kind {
-		case base.KindSet:
+		case base.KeyKindSet:
 			if e.value, p, ok = readLenPrefixed(p, MaxValueSize); !ok {
 				return 0, 0, fmt.Errorf("%w: batch entry %d has a bad value", ErrCorruption, i)
 			}
-		case base.KindRangeDelete:
+		case base.KeyKindRangeDelete:
 			if e.value, p, ok = readLenPrefixed(p, MaxKeySize); !ok || bytes.Compare(e.key, e.value) >= 0 {
 				return 0, 0, fmt.Errorf("%w: batch entry %d has a bad range end", ErrCorruption, i)
 			}

@@ -272,7 +272,7 @@ func BenchmarkFlushCompactKnownNegatives(b *testing.B) {
 		}
 		mt := memtable.New()
 		for i := 0; i < memKeys; i++ {
-			mt.Add(base.InternalKey{UserKey: benchKey(2 * (n + i)), Seq: uint64(i + 1), Kind: base.KindSet}, make([]byte, 100))
+			mt.Add(base.InternalKey{UserKey: benchKey(2 * (n + i)), Seq: uint64(i + 1), Kind: base.KeyKindSet}, make([]byte, 100))
 		}
 		b.Run("record="+record+"/flush", func(b *testing.B) {
 			for b.Loop() {

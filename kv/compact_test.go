@@ -458,7 +458,7 @@ func TestBottommostSeqsZeroed(t *testing.T) {
 	// The bottommost entries, in order.
 	type version struct {
 		seq  uint64
-		kind base.Kind
+		kind base.KeyKind
 	}
 	bottom := func() map[string][]version {
 		v := db.currentVersion()
@@ -486,14 +486,14 @@ func TestBottommostSeqsZeroed(t *testing.T) {
 		case i < 500: // v2 newer than the snapshot, v1 seen by it
 			require.Len(t, vs, 2, "key %d", i)
 			require.NotZero(t, vs[0].seq, "key %d: v2 is not seen by the snapshot", i)
-			require.Equal(t, version{0, base.KindSet}, vs[1], "key %d", i)
+			require.Equal(t, version{0, base.KeyKindSet}, vs[1], "key %d", i)
 		case i < 900:
-			require.Equal(t, []version{{0, base.KindSet}}, vs, "key %d", i)
+			require.Equal(t, []version{{0, base.KeyKindSet}}, vs, "key %d", i)
 		default: // the tombstone hides v1 from the latest reader only
 			require.Len(t, vs, 2, "key %d", i)
-			require.Equal(t, base.KindDelete, vs[0].kind)
+			require.Equal(t, base.KeyKindDelete, vs[0].kind)
 			require.NotZero(t, vs[0].seq)
-			require.Equal(t, version{0, base.KindSet}, vs[1], "key %d", i)
+			require.Equal(t, version{0, base.KeyKindSet}, vs[1], "key %d", i)
 		}
 	}
 	check := func(get func([]byte) ([]byte, error), latest bool) {
@@ -524,7 +524,7 @@ func TestBottommostSeqsZeroed(t *testing.T) {
 	got = bottom()
 	require.Len(t, got, 900)
 	for k, vs := range got {
-		require.Equal(t, []version{{0, base.KindSet}}, vs, "key %s", k)
+		require.Equal(t, []version{{0, base.KeyKindSet}}, vs, "key %s", k)
 	}
 	check(db.Get, true)
 

@@ -11,12 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/adaptkv/adaptkv/adaptive"
 	"github.com/adaptkv/adaptkv/compaction"
+	"github.com/adaptkv/adaptkv/filter"
+	"github.com/adaptkv/adaptkv/filter/prefix"
+	"github.com/adaptkv/adaptkv/filter/quotient"
 	"github.com/adaptkv/adaptkv/filterpolicy"
-	"github.com/adaptkv/adaptkv/filterpolicy/filter"
-	"github.com/adaptkv/adaptkv/kv/internal/knownneg"
-	"github.com/adaptkv/adaptkv/prefixfilter"
 	"github.com/adaptkv/adaptkv/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
@@ -220,11 +219,10 @@ func TestReadOnly(t *testing.T) {
 func TestOneCorruptionError(t *testing.T) {
 	kinds := map[string]error{
 		"sstable":      sstable.ErrCorrupt,
-		"adaptive":     adaptive.ErrCorrupt,
-		"prefixfilter": prefixfilter.ErrCorrupt,
+		"quotient":     quotient.ErrCorrupt,
+		"prefix":       prefix.ErrCorrupt,
 		"filter":       filter.ErrCorrupt,
 		"filterpolicy": filterpolicy.ErrCorruptBlock,
-		"knownneg":     knownneg.ErrCorruptFile,
 	}
 	for name, sentinel := range kinds {
 		wrapped := fmt.Errorf("open table 7: %w: block 3", sentinel)
@@ -247,7 +245,7 @@ func TestOneInvalidOptionsAndClosedError(t *testing.T) {
 	for name, e := range map[string]error{
 		"sstable": sstable.ErrInvalidOptions, "compaction": compaction.ErrInvalidOptions,
 		"filterpolicy": filterpolicy.ErrInvalidOptions, "filter": filter.ErrInvalidOptions,
-		"adaptive": adaptive.ErrInvalidOptions,
+		"quotient": quotient.ErrInvalidOptions,
 	} {
 		require.Same(t, ErrInvalidOptions, e, name)
 	}

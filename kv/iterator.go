@@ -448,7 +448,7 @@ func (i *Iterator) findNext(ok bool, skip []byte) bool {
 		if skip != nil && bytes.Equal(k.UserKey, skip) {
 			continue // an older version of a key already handled
 		}
-		if k.Kind == base.KindDelete || i.rangeDels.Covering(k.UserKey, i.rs.seq) > k.Seq {
+		if k.Kind == base.KeyKindDelete || i.rangeDels.Covering(k.UserKey, i.rs.seq) > k.Seq {
 			skip = append(skip[:0:0], k.UserKey...)
 			continue
 		}
@@ -483,7 +483,7 @@ func (i *Iterator) findPrev(ok bool) bool {
 			break // the key gathered so far is the answer
 		}
 		gathering = append(gathering[:0], k.UserKey...)
-		if k.Kind == base.KindDelete || i.rangeDels.Covering(k.UserKey, i.rs.seq) > k.Seq {
+		if k.Kind == base.KeyKindDelete || i.rangeDels.Covering(k.UserKey, i.rs.seq) > k.Seq {
 			have = false
 			continue
 		}

@@ -357,7 +357,7 @@ func (o *Options) Validate() error {
 	// The check sstable.Create makes when it writes a table with the
 	// policy: made here, a policy that cannot write tables fails Open
 	// instead of the first flush (with a sticky error).
-	if r.Filter != nil && r.Filter.Kind() != "none" {
+	if r.Filter != nil && r.Filter.Name() != "none" {
 		if _, err := filterpolicy.ForTable(r.Filter, 1, nil); err != nil {
 			return base.InvalidOptions("Filter", err)
 		}

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/adaptkv/adaptkv/compaction"
+	"github.com/adaptkv/adaptkv/filter"
 	"github.com/adaptkv/adaptkv/filterpolicy"
-	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 	"github.com/adaptkv/adaptkv/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
@@ -26,7 +26,7 @@ type lyingPolicy struct {
 	other filterpolicy.Policy
 }
 
-func (l lyingPolicy) FilterKind() filter.Kind { return l.other.FilterKind() }
+func (l lyingPolicy) Kind() filter.Kind { return l.other.Kind() }
 
 // TestOpenRejectsForeignFilterPolicy: an Options.Filter that cannot write
 // tables (its kind is not what its name says) is rejected by Open, before
@@ -49,7 +49,7 @@ func TestOpenRejectsForeignFilterPolicy(t *testing.T) {
 	require.NoError(t, err)
 	for _, p := range []filterpolicy.Policy{bloom, filterpolicy.NewBloom(12), none, wrappedPolicy{none}, wrappedPolicy{bloom}, wrappedPolicy{taf}} {
 		db, err := Open("db", &Options{FS: fs, Filter: p})
-		require.NoError(t, err, "%T %s", p, p.Kind())
+		require.NoError(t, err, "%T %s", p, p.Name())
 		require.NoError(t, db.Set([]byte("a"), []byte("1"), Sync))
 		require.NoError(t, db.Flush())
 		require.NoError(t, db.Set([]byte("b"), []byte("2"), Sync), "no sticky flush error")

@@ -231,7 +231,7 @@ func (db *DB) getIn(rs readView, key []byte) ([]byte, error) {
 			rd = max(rd, s.Covering(key, rs.seq))
 		}
 		if v, kind, vseq, ok := mt.GetVersion(key, rs.seq); ok {
-			if kind == base.KindSet && vseq >= rd {
+			if kind == base.KeyKindSet && vseq >= rd {
 				return append(make([]byte, 0, len(v)), v...), nil
 			}
 			return nil, ErrNotFound
@@ -312,7 +312,7 @@ func (db *DB) getFromTable(t *base.TableMeta, key []byte, seq uint64, rd *uint64
 	if vseq < *rd {
 		return nil, true, errRangeDeleted
 	}
-	if kind == base.KindSet {
+	if kind == base.KeyKindSet {
 		if v == nil {
 			v = []byte{}
 		}

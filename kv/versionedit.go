@@ -124,7 +124,7 @@ func (d *editDecoder) key() base.InternalKey {
 	k := base.InternalKey{UserKey: slices.Clone(d.p[:n])}
 	d.p = d.p[n:]
 	k.Seq = d.uvarint()
-	k.Kind = base.Kind(d.byte())
+	k.Kind = base.KeyKind(d.byte())
 	return k
 }
 

@@ -165,7 +165,7 @@ func benchWrite(b *testing.B, name string, format Format, keys, values [][]byte)
 			b.Fatal(err)
 		}
 		for i := range keys {
-			if err := w.Add(InternalKey{UserKey: keys[i], Seq: uint64(i + 1), Kind: KindSet}, values[i]); err != nil {
+			if err := w.Add(InternalKey{UserKey: keys[i], Seq: uint64(i + 1), Kind: KeyKindSet}, values[i]); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/adaptkv/adaptkv/filter"
 	"github.com/adaptkv/adaptkv/filterpolicy"
-	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 	psst "github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -33,8 +33,8 @@ type tableFilter struct {
 	fixReturning  bool    // ReaderOptions.FixReturning
 	fpCache       fpCache // capacity 0: off; set by load for an adaptive filter
 
-	filter    filterpolicy.Filter         // nil: no filter
-	adaptive  filterpolicy.AdaptiveFilter // nil: static or no filter
+	filter    filter.Filter   // nil: no filter
+	adaptive  filter.Adaptive // nil: static or no filter
 	hdr       filterpolicy.Header
 	remote    *filterpolicy.BlockRemote
 	filterErr error
@@ -100,7 +100,7 @@ func (t *tableFilter) load(file vfs.File, filters []psst.NamedBlockHandle) error
 		return nil
 	}
 	t.filter, t.hdr = f, hdr
-	if af, ok := f.(filterpolicy.AdaptiveFilter); ok {
+	if af, ok := f.(filter.Adaptive); ok {
 		t.adaptive = af
 		t.loadState()
 		if t.cacheFPs {
@@ -279,8 +279,8 @@ func (t *tableFilter) FilterKind() string {
 	if t.filter == nil {
 		return ""
 	}
-	return t.hdr.Kind.String()
+	return filterpolicy.KindName(t.hdr.Code)
 }
 
 // Filter returns the in-memory filter (nil if the table has none).
-func (t *tableFilter) Filter() filterpolicy.Filter { return t.filter }
+func (t *tableFilter) Filter() filter.Filter { return t.filter }

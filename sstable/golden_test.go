@@ -34,11 +34,11 @@ func goldenEntries() (keys []InternalKey, vals [][]byte) {
 		k := storedKey(i)
 		base := uint64(10*i + 10)
 		if i%11 == 0 {
-			keys, vals = append(keys, InternalKey{UserKey: k, Seq: base + 2, Kind: KindDelete}), append(vals, nil)
+			keys, vals = append(keys, InternalKey{UserKey: k, Seq: base + 2, Kind: KeyKindDelete}), append(vals, nil)
 		}
-		keys, vals = append(keys, InternalKey{UserKey: k, Seq: base + 1, Kind: KindSet}), append(vals, value(i))
+		keys, vals = append(keys, InternalKey{UserKey: k, Seq: base + 1, Kind: KeyKindSet}), append(vals, value(i))
 		if i%5 == 0 {
-			keys, vals = append(keys, InternalKey{UserKey: k, Seq: base, Kind: KindSet}), append(vals, []byte("old"))
+			keys, vals = append(keys, InternalKey{UserKey: k, Seq: base, Kind: KeyKindSet}), append(vals, []byte("old"))
 		}
 	}
 	return keys, vals
@@ -160,7 +160,7 @@ func TestGolden(t *testing.T) {
 				require.Equal(t, keys[i].UserKey, k.UserKey)
 				require.Equal(t, keys[i].Seq, k.Seq)
 				require.Equal(t, keys[i].Kind, k.Kind)
-				if k.Kind == KindSet {
+				if k.Kind == KeyKindSet {
 					require.Equal(t, vals[i], it.Value())
 				}
 				i++

@@ -5,8 +5,8 @@ import "github.com/adaptkv/adaptkv/internal/base"
 // The table layer's key and iterator types are the module's shared ones
 // (internal/base), named here so users of this package can spell them.
 type (
-	// Kind is the kind of an internal key (base.Kind).
-	Kind = base.Kind
+	// KeyKind is the kind of an internal key (base.KeyKind).
+	KeyKind = base.KeyKind
 	// InternalKey is a user key with its sequence number and kind
 	// (base.InternalKey); see CompareInternalKeys for the order.
 	InternalKey = base.InternalKey
@@ -15,10 +15,10 @@ type (
 )
 
 const (
-	// KindDelete is a point tombstone.
-	KindDelete = base.KindDelete
-	// KindSet is a key with a value.
-	KindSet = base.KindSet
+	// KeyKindDelete is a point tombstone.
+	KeyKindDelete = base.KeyKindDelete
+	// KeyKindSet is a key with a value.
+	KeyKindSet = base.KeyKindSet
 )
 
 // CompareInternalKeys orders internal keys: user key ascending, then

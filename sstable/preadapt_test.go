@@ -6,8 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/adaptkv/adaptkv/filter"
 	"github.com/adaptkv/adaptkv/filterpolicy"
-	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 )
@@ -230,7 +230,7 @@ func TestPreAdaptBudget(t *testing.T) {
 	w, err := Create(fs, "t.sst", WriterOptions{Policy: mustPolicy(t, "taf", 3), KnownNegatives: kn})
 	require.NoError(t, err)
 	for i := 0; i < n; i++ {
-		require.NoError(t, w.Add(InternalKey{UserKey: storedKey(i), Seq: 1, Kind: KindSet}, value(i)))
+		require.NoError(t, w.Add(InternalKey{UserKey: storedKey(i), Seq: 1, Kind: KeyKindSet}, value(i)))
 	}
 	info, err := w.Close()
 	require.NoError(t, err)

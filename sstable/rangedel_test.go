@@ -34,15 +34,15 @@ func TestRangeDelsRoundTrip(t *testing.T) {
 					frags := set.Fragments()
 					require.NoError(t, w.AddRangeDels(frags[:1]))
 					for i := 0; i < points; i++ {
-						require.NoError(t, w.Add(InternalKey{UserKey: storedKey(i), Seq: uint64(i + 1), Kind: KindSet}, value(i)))
+						require.NoError(t, w.Add(InternalKey{UserKey: storedKey(i), Seq: uint64(i + 1), Kind: KeyKindSet}, value(i)))
 					}
 					require.NoError(t, w.AddRangeDels(frags[1:]))
 					info, err := w.Close()
 					require.NoError(t, err)
 					require.Equal(t, uint64(points), info.NumEntries)
 					require.Equal(t, uint64(1+2+3+2+1), info.RangeDels, "fragments x sequence numbers")
-					require.Equal(t, InternalKey{UserKey: []byte("a"), Seq: 90, Kind: base.KindRangeDelete}, info.Smallest)
-					require.Equal(t, InternalKey{UserKey: []byte("zz"), Seq: MaxSeq, Kind: base.KindRangeDelete}, info.Largest)
+					require.Equal(t, InternalKey{UserKey: []byte("a"), Seq: 90, Kind: base.KeyKindRangeDelete}, info.Smallest)
+					require.Equal(t, InternalKey{UserKey: []byte("zz"), Seq: MaxSeq, Kind: base.KeyKindRangeDelete}, info.Largest)
 
 					r, err := Open(fs, path, ReaderOptions{})
 					require.NoError(t, err)
@@ -51,7 +51,7 @@ func TestRangeDelsRoundTrip(t *testing.T) {
 						v, kind, vseq, found, err := r.GetVersion(storedKey(i), MaxSeq)
 						require.NoError(t, err)
 						require.True(t, found, "no false negative: key %d", i)
-						require.Equal(t, KindSet, kind)
+						require.Equal(t, KeyKindSet, kind)
 						require.Equal(t, uint64(i+1), vseq)
 						require.Equal(t, value(i), v)
 					}

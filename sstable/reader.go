@@ -400,7 +400,7 @@ func (r *Reader) loadFilter() error {
 // The value is a copy owned by the caller.
 func (r *Reader) Get(key []byte) (value []byte, found bool, err error) {
 	v, kind, ok, err := r.GetInternal(key, math.MaxUint64)
-	if err != nil || !ok || kind == KindDelete {
+	if err != nil || !ok || kind == KeyKindDelete {
 		return nil, false, err
 	}
 	return v, true, nil
@@ -411,14 +411,14 @@ func (r *Reader) Get(key []byte) (value []byte, found bool, err error) {
 // filter is consulted first; a "maybe" followed by no version of userKey
 // at all is a false positive and the filter adapts (errors are counted,
 // the answer stays right). The value is a copy owned by the caller.
-func (r *Reader) GetInternal(userKey []byte, seq uint64) (value []byte, kind Kind, found bool, err error) {
+func (r *Reader) GetInternal(userKey []byte, seq uint64) (value []byte, kind KeyKind, found bool, err error) {
 	value, kind, _, found, err = r.GetVersion(userKey, seq)
 	return value, kind, found, err
 }
 
 // GetVersion is GetInternal that also returns the sequence number of the
 // version found (the store compares it with the range tombstones above it).
-func (r *Reader) GetVersion(userKey []byte, seq uint64) (value []byte, kind Kind, vseq uint64, found bool, err error) {
+func (r *Reader) GetVersion(userKey []byte, seq uint64) (value []byte, kind KeyKind, vseq uint64, found bool, err error) {
 	sh := r.enter()
 	if sh == nil {
 		return nil, 0, 0, false, ErrClosed
@@ -446,13 +446,13 @@ func (r *Reader) GetVersion(userKey []byte, seq uint64) (value []byte, kind Kind
 	for kv != nil && bytes.Equal(kv.K.UserKey, userKey) {
 		any = true
 		if uint64(kv.SeqNum()) < seq {
-			kind, vseq = Kind(kv.Kind()), uint64(kv.SeqNum())
+			kind, vseq = KeyKind(kv.Kind()), uint64(kv.SeqNum())
 			v, owned, verr := kv.Value(nil)
 			if verr != nil {
 				err = verr
 				break
 			}
-			if kind != KindDelete {
+			if kind != KeyKindDelete {
 				if owned {
 					value = v
 				} else {

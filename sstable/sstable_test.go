@@ -50,7 +50,7 @@ func writeTableWith(t testing.TB, fs vfs.FS, path string, o WriterOptions, n int
 	w, err := Create(fs, path, o)
 	require.NoError(t, err)
 	for i := 0; i < n; i++ {
-		require.NoError(t, w.Add(InternalKey{UserKey: storedKey(i), Seq: uint64(i + 1), Kind: KindSet}, value(i)))
+		require.NoError(t, w.Add(InternalKey{UserKey: storedKey(i), Seq: uint64(i + 1), Kind: KeyKindSet}, value(i)))
 	}
 	info, err := w.Close()
 	require.NoError(t, err)
@@ -66,7 +66,7 @@ func requireFullScan(t testing.TB, it Iterator, n int) {
 		k := it.Key()
 		require.Equal(t, storedKey(i), k.UserKey)
 		require.Equal(t, uint64(i+1), k.Seq)
-		require.Equal(t, KindSet, k.Kind)
+		require.Equal(t, KeyKindSet, k.Kind)
 		require.Equal(t, value(i), it.Value())
 		i++
 	}
@@ -133,20 +133,20 @@ func TestVersionsAndSnapshots(t *testing.T) {
 	w, err := Create(fs, filepath.Join("", "v.sst"), WriterOptions{Policy: filterpolicy.NewBloom(10)})
 	require.NoError(t, err)
 	// a: set@30, del@20, set@10; b: del@5
-	require.NoError(t, w.Add(InternalKey{UserKey: []byte("a"), Seq: 30, Kind: KindSet}, []byte("a30")))
-	require.NoError(t, w.Add(InternalKey{UserKey: []byte("a"), Seq: 20, Kind: KindDelete}, nil))
-	require.NoError(t, w.Add(InternalKey{UserKey: []byte("a"), Seq: 10, Kind: KindSet}, []byte("a10")))
-	require.ErrorIs(t, w.Add(InternalKey{UserKey: []byte("a"), Seq: 10, Kind: KindSet}, nil), ErrOutOfOrder)
-	require.ErrorIs(t, w.Add(InternalKey{UserKey: []byte("0"), Seq: 1, Kind: KindSet}, nil), ErrOutOfOrder)
-	require.ErrorIs(t, w.Add(InternalKey{UserKey: []byte("z"), Seq: 1 << 56, Kind: KindSet}, nil), ErrInvalidKey)
+	require.NoError(t, w.Add(InternalKey{UserKey: []byte("a"), Seq: 30, Kind: KeyKindSet}, []byte("a30")))
+	require.NoError(t, w.Add(InternalKey{UserKey: []byte("a"), Seq: 20, Kind: KeyKindDelete}, nil))
+	require.NoError(t, w.Add(InternalKey{UserKey: []byte("a"), Seq: 10, Kind: KeyKindSet}, []byte("a10")))
+	require.ErrorIs(t, w.Add(InternalKey{UserKey: []byte("a"), Seq: 10, Kind: KeyKindSet}, nil), ErrOutOfOrder)
+	require.ErrorIs(t, w.Add(InternalKey{UserKey: []byte("0"), Seq: 1, Kind: KeyKindSet}, nil), ErrOutOfOrder)
+	require.ErrorIs(t, w.Add(InternalKey{UserKey: []byte("z"), Seq: 1 << 56, Kind: KeyKindSet}, nil), ErrInvalidKey)
 	require.ErrorIs(t, w.Add(InternalKey{UserKey: []byte("z"), Seq: 1, Kind: 7}, nil), ErrInvalidKey)
-	require.NoError(t, w.Add(InternalKey{UserKey: []byte("b"), Seq: 5, Kind: KindDelete}, nil))
+	require.NoError(t, w.Add(InternalKey{UserKey: []byte("b"), Seq: 5, Kind: KeyKindDelete}, nil))
 	info, err := w.Close()
 	require.NoError(t, err)
 	require.Equal(t, uint64(4), info.NumEntries)
-	require.Equal(t, InternalKey{UserKey: []byte("a"), Seq: 30, Kind: KindSet}, info.Smallest)
-	require.Equal(t, InternalKey{UserKey: []byte("b"), Seq: 5, Kind: KindDelete}, info.Largest)
-	require.ErrorIs(t, w.Add(InternalKey{UserKey: []byte("c"), Seq: 1, Kind: KindSet}, nil), ErrClosed)
+	require.Equal(t, InternalKey{UserKey: []byte("a"), Seq: 30, Kind: KeyKindSet}, info.Smallest)
+	require.Equal(t, InternalKey{UserKey: []byte("b"), Seq: 5, Kind: KeyKindDelete}, info.Largest)
+	require.ErrorIs(t, w.Add(InternalKey{UserKey: []byte("c"), Seq: 1, Kind: KeyKindSet}, nil), ErrClosed)
 	_, err = w.Close()
 	require.ErrorIs(t, err, ErrClosed)
 
@@ -157,15 +157,15 @@ func TestVersionsAndSnapshots(t *testing.T) {
 		key   string
 		seq   uint64
 		val   string
-		kind  Kind
+		kind  KeyKind
 		found bool
 	}{
-		{"a", math.MaxUint64, "a30", KindSet, true},
-		{"a", 31, "a30", KindSet, true},
-		{"a", 30, "", KindDelete, true},
-		{"a", 20, "a10", KindSet, true},
+		{"a", math.MaxUint64, "a30", KeyKindSet, true},
+		{"a", 31, "a30", KeyKindSet, true},
+		{"a", 30, "", KeyKindDelete, true},
+		{"a", 20, "a10", KeyKindSet, true},
 		{"a", 10, "", 0, false},
-		{"b", 6, "", KindDelete, true},
+		{"b", 6, "", KeyKindDelete, true},
 		{"b", 5, "", 0, false},
 	}
 	for _, c := range cases {
@@ -195,7 +195,7 @@ func TestVersionsAndSnapshots(t *testing.T) {
 		got = append(got, InternalKey{UserKey: append([]byte(nil), k.UserKey...), Seq: k.Seq, Kind: k.Kind})
 	}
 	require.NoError(t, it.Close())
-	require.Equal(t, []InternalKey{{UserKey: []byte("a"), Seq: 10, Kind: KindSet}, {UserKey: []byte("a"), Seq: 20, Kind: KindDelete}, {UserKey: []byte("a"), Seq: 30, Kind: KindSet}}, got)
+	require.Equal(t, []InternalKey{{UserKey: []byte("a"), Seq: 10, Kind: KeyKindSet}, {UserKey: []byte("a"), Seq: 20, Kind: KeyKindDelete}, {UserKey: []byte("a"), Seq: 30, Kind: KeyKindSet}}, got)
 }
 
 func TestBadInput(t *testing.T) {
@@ -221,7 +221,7 @@ func TestBadInput(t *testing.T) {
 
 	w, err := Create(fs, "ab.sst", WriterOptions{Policy: filterpolicy.NewBloom(10)})
 	require.NoError(t, err)
-	require.NoError(t, w.Add(InternalKey{UserKey: []byte("a"), Seq: 1, Kind: KindSet}, nil))
+	require.NoError(t, w.Add(InternalKey{UserKey: []byte("a"), Seq: 1, Kind: KeyKindSet}, nil))
 	require.NoError(t, w.Abort())
 	_, err = fs.Stat("ab.sst")
 	require.Error(t, err)
@@ -327,7 +327,7 @@ func TestFormats(t *testing.T) {
 				w, err := Create(fs, "t.sst", WriterOptions{Policy: mustPolicy(t, policy, 5), Format: format})
 				require.NoError(t, err)
 				for i := 0; i < n; i++ {
-					require.NoError(t, w.Add(InternalKey{UserKey: storedKey(i), Seq: uint64(i + 1), Kind: KindSet}, value(i)))
+					require.NoError(t, w.Add(InternalKey{UserKey: storedKey(i), Seq: uint64(i + 1), Kind: KeyKindSet}, value(i)))
 				}
 				_, err = w.Close()
 				require.NoError(t, err)

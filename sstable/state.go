@@ -6,7 +6,7 @@ import (
 	"hash/crc32"
 	"io"
 
-	"github.com/adaptkv/adaptkv/filterpolicy/filter"
+	"github.com/adaptkv/adaptkv/filter"
 	"github.com/adaptkv/adaptkv/internal/atomicfile"
 
 	"github.com/adaptkv/adaptkv/filterpolicy"
@@ -42,7 +42,7 @@ func (t *tableFilter) encodeState(payload []byte, h FilterHistory) []byte {
 	b := make([]byte, stateHeaderSize, stateHeaderSize+len(payload)+4)
 	copy(b, stateMagic[:])
 	b[4] = stateVersion
-	b[5] = byte(t.hdr.Kind)
+	b[5] = byte(t.hdr.Code)
 	binary.LittleEndian.PutUint64(b[8:], t.hdr.Seed)
 	binary.LittleEndian.PutUint32(b[16:], t.hdr.Checksum)
 	binary.LittleEndian.PutUint64(b[20:], t.tableSize)
@@ -81,7 +81,7 @@ func (t *tableFilter) decodeState(b []byte) ([]byte, FilterHistory, error) {
 	default:
 		return nil, h, fmt.Errorf("state file version %d not supported", b[4])
 	}
-	if filterpolicy.KindCode(b[5]) != t.hdr.Kind || binary.LittleEndian.Uint64(b[8:]) != t.hdr.Seed ||
+	if filter.Code(b[5]) != t.hdr.Code || binary.LittleEndian.Uint64(b[8:]) != t.hdr.Seed ||
 		binary.LittleEndian.Uint32(b[16:]) != t.hdr.Checksum || binary.LittleEndian.Uint64(b[20:]) != t.tableSize {
 		return nil, h, fmt.Errorf("state file belongs to another table")
 	}
@@ -132,7 +132,7 @@ func (t *tableFilter) loadState() {
 		t.stateErr = fmt.Errorf("%w: %s: %w", ErrStateCorrupt, t.statePath, err)
 		return
 	}
-	af, ok := f2.(filterpolicy.AdaptiveFilter)
+	af, ok := f2.(filter.Adaptive)
 	if !ok {
 		t.stateErr = fmt.Errorf("%w: state decodes to a static filter", ErrStateCorrupt)
 		return

@@ -175,7 +175,7 @@ func (t *tableIter) Key() InternalKey {
 	if !t.valid {
 		return InternalKey{}
 	}
-	return InternalKey{UserKey: t.key.UserKey, Seq: uint64(t.key.SeqNum()), Kind: Kind(t.key.Kind())}
+	return InternalKey{UserKey: t.key.UserKey, Seq: uint64(t.key.SeqNum()), Kind: KeyKind(t.key.Kind())}
 }
 
 func (t *tableIter) Value() []byte { return t.val }

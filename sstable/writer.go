@@ -7,8 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/adaptkv/adaptkv/filter"
 	"github.com/adaptkv/adaptkv/filterpolicy"
-	"github.com/adaptkv/adaptkv/filterpolicy/filter"
 	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/adaptkv/adaptkv/internal/rangedel"
 	"github.com/cockroachdb/pebble/v2"
@@ -150,7 +150,7 @@ func Create(fs vfs.FS, path string, opts WriterOptions) (*Writer, error) {
 		return nil, err
 	}
 	var wp *filterpolicy.WriterPolicy
-	if opts.Policy != nil && opts.Policy.Kind() != "none" {
+	if opts.Policy != nil && opts.Policy.Name() != "none" {
 		if wp, err = filterpolicy.ForTable(opts.Policy, opts.FilterSeed, opts.KnownNegatives); err != nil {
 			return nil, base.InvalidOptions("", err)
 		}
@@ -191,14 +191,14 @@ func (w *Writer) Add(key InternalKey, value []byte) error {
 	if key.Seq > MaxSeq {
 		return fmt.Errorf("%w: sequence number %d exceeds %d", ErrInvalidKey, key.Seq, uint64(MaxSeq))
 	}
-	if key.Kind != KindSet && key.Kind != KindDelete {
+	if key.Kind != KeyKindSet && key.Kind != KeyKindDelete {
 		return fmt.Errorf("%w: kind %d", ErrInvalidKey, key.Kind)
 	}
 	if w.n > 0 && CompareInternalKeys(w.last, key) >= 0 {
 		return fmt.Errorf("%w: %q#%d,%d after %q#%d,%d", ErrOutOfOrder,
 			key.UserKey, key.Seq, key.Kind, w.last.UserKey, w.last.Seq, w.last.Kind)
 	}
-	if key.Kind == KindDelete {
+	if key.Kind == KeyKindDelete {
 		value = nil
 	}
 	ik := pebble.MakeInternalKey(key.UserKey, pebble.SeqNum(key.Seq), pebble.InternalKeyKind(key.Kind))
@@ -245,7 +245,7 @@ func (w *Writer) AddRangeDels(frags []rangedel.Fragment) error {
 			return err
 		}
 		if w.nRangeDels == 0 {
-			w.rdSmallest = InternalKey{UserKey: bytes.Clone(f.Start), Seq: f.Seqs[0], Kind: base.KindRangeDelete}
+			w.rdSmallest = InternalKey{UserKey: bytes.Clone(f.Start), Seq: f.Seqs[0], Kind: base.KeyKindRangeDelete}
 		}
 		w.rdEnd = append(w.rdEnd[:0], f.End...)
 		w.nRangeDels += uint64(len(f.Seqs))
@@ -318,7 +318,7 @@ func (w *Writer) Close() (TableInfo, error) {
 	if w.nRangeDels > 0 {
 		// A tombstone's exclusive end bounds the table as the smallest
 		// internal key of its user key (Pebble's range-deletion sentinel).
-		end := InternalKey{UserKey: bytes.Clone(w.rdEnd), Seq: MaxSeq, Kind: base.KindRangeDelete}
+		end := InternalKey{UserKey: bytes.Clone(w.rdEnd), Seq: MaxSeq, Kind: base.KeyKindRangeDelete}
 		if w.n == 0 || CompareInternalKeys(w.rdSmallest, info.Smallest) < 0 {
 			info.Smallest = w.rdSmallest
 		}

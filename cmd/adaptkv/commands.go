@@ -10,7 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/adaptkv/adaptkv/filter"
 	"github.com/adaptkv/adaptkv/kv"
 	"github.com/adaptkv/adaptkv/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -281,7 +281,7 @@ func (c *cli) describeTable(path string) error {
 		props.NumDataBlocks, size(props.IndexSize), size(props.FilterSize), size(props.RawKeySize), size(props.RawValueSize))
 	m := r.Metrics()
 	row("filter", "%s, %d keys, %s in memory, %s remote", r.FilterKind(), m.FilterKeys, size(m.FilterBytes), size(r.RemoteBytes()))
-	_, adapts := r.Filter().(filterpolicy.AdaptiveFilter)
+	_, adapts := r.Filter().(filter.Adaptive)
 	switch serr := r.StateError(); {
 	case !adapts:
 	case serr == nil && fileExists(state):

@@ -23,12 +23,12 @@ func TestCorruptionKind(t *testing.T) {
 }
 
 func TestCompareInternalKeys(t *testing.T) {
-	k := func(u string, seq uint64, kind Kind) InternalKey {
+	k := func(u string, seq uint64, kind KeyKind) InternalKey {
 		return InternalKey{UserKey: []byte(u), Seq: seq, Kind: kind}
 	}
 	ordered := []InternalKey{
-		k("a", 9, KindSet), k("a", 9, KindDelete), k("a", 3, KindSet),
-		k("ab", 100, KindSet), k("b", 1, KindDelete),
+		k("a", 9, KeyKindSet), k("a", 9, KeyKindDelete), k("a", 3, KeyKindSet),
+		k("ab", 100, KeyKindSet), k("b", 1, KeyKindDelete),
 	}
 	for i := range ordered {
 		require.Zero(t, CompareInternalKeys(ordered[i], ordered[i]))

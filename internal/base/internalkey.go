@@ -5,20 +5,20 @@ import (
 	"cmp"
 )
 
-// Kind is the kind of an internal key. The values match Pebble's
+// KeyKind is the kind of an internal key. The values match Pebble's
 // InternalKeyKind so keys pass through Pebble's sstable writer unchanged.
-type Kind uint8
+type KeyKind uint8
 
 const (
-	// KindDelete is a point tombstone.
-	KindDelete Kind = 0
-	// KindSet is a key with a value.
-	KindSet Kind = 1
-	// KindRangeDelete is a range tombstone (package rangedel). Tables keep
+	// KeyKindDelete is a point tombstone.
+	KeyKindDelete KeyKind = 0
+	// KeyKindSet is a key with a value.
+	KeyKindSet KeyKind = 1
+	// KeyKindRangeDelete is a range tombstone (package rangedel). Tables keep
 	// range tombstones in a block of their own, never among the point
 	// keys; a table bound with this kind is a range tombstone's start, or
 	// (with sequence number MaxSeq) its exclusive end.
-	KindRangeDelete Kind = 15
+	KeyKindRangeDelete KeyKind = 15
 )
 
 // MaxSeq is the largest sequence number a key may carry (Pebble's trailer
@@ -33,7 +33,7 @@ const MaxSeq = 1<<56 - 1
 type InternalKey struct {
 	UserKey []byte
 	Seq     uint64
-	Kind    Kind
+	Kind    KeyKind
 }
 
 // CompareInternalKeys orders internal keys: user key ascending (bytes.Compare),

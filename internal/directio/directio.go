@@ -11,7 +11,7 @@
 // (writes, other files, metadata) passes through. With Direct off the FS
 // only counts, so the same counters read the same way in both modes.
 //
-// O_DIRECT is Linux's; elsewhere New fails with ErrUnsupported when asked
+// O_DIRECT is Linux's; elsewhere New fails with an error when asked
 // for it. File systems without it (tmpfs) fail at the first Open.
 package directio
 
@@ -32,9 +32,9 @@ import (
 // 4096 bytes; 4096 serves both).
 const Align = 4096
 
-// ErrUnsupported is returned by New for direct reads on a system without
+// errUnsupported is returned by New for direct reads on a system without
 // O_DIRECT, and wrapped by Open where the file system refuses it.
-var ErrUnsupported = errors.New("directio: direct reads are not supported here")
+var errUnsupported = errors.New("directio: direct reads are not supported here")
 
 // Stats counts the reads of table files: each ReadAt that reached the
 // file (a device read in direct mode) and the bytes it read (the aligned
@@ -56,7 +56,7 @@ type FS struct {
 // the names it is given are opened again with O_DIRECT.
 func New(fs vfs.FS, direct bool, stats *Stats) (*FS, error) {
 	if direct && !supported {
-		return nil, ErrUnsupported
+		return nil, errUnsupported
 	}
 	if stats == nil {
 		stats = new(Stats)
@@ -85,7 +85,7 @@ func (fs *FS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
 		d, err := openDirect(name)
 		if err != nil {
 			_ = f.Close()
-			return nil, fmt.Errorf("%w: %s: %w", ErrUnsupported, name, err)
+			return nil, fmt.Errorf("%w: %s: %w", errUnsupported, name, err)
 		}
 		tf.direct = d
 	}
@@ -213,15 +213,14 @@ func alignedSlice(n int) []byte {
 }
 
 // Check reports whether the file at path (of the operating system's file
-// system) can be opened with O_DIRECT: an error wrapping ErrUnsupported
-// if not (no O_DIRECT here, or a file system without it, such as tmpfs).
+// system) can be opened with O_DIRECT: an error if not (no O_DIRECT here, or a file system without it, such as tmpfs).
 func Check(path string) error {
 	if !supported {
-		return ErrUnsupported
+		return errUnsupported
 	}
 	d, err := openDirect(path)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrUnsupported, path, err)
+		return fmt.Errorf("%w: %s: %w", errUnsupported, path, err)
 	}
 	return d.close()
 }

@@ -17,10 +17,10 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// ErrCorruptFile is wrapped by Decode and Load for bytes that are not a
+// errCorruptFile is wrapped by Decode and Load for bytes that are not a
 // whole, checksummed known-negatives file. It also matches the module's one
 // corruption error (kv.ErrCorruption).
-var ErrCorruptFile = base.CorruptionKind("knownneg: corrupt known-negatives file")
+var errCorruptFile = base.CorruptionKind("knownneg: corrupt known-negatives file")
 
 // File layout (little-endian), version 1:
 //
@@ -53,10 +53,11 @@ func (s *Sketch) Encode() []byte {
 }
 
 // Decode adds the keys and counts of file bytes b to the sketch (which
-// keeps its capacity: the most counted keys win). Errors wrap
-// ErrCorruptFile and leave the sketch unchanged.
+// keeps its capacity: the most counted keys win). Errors match the
+// module's corruption error (kv.ErrCorruption) and leave the sketch
+// unchanged.
 func (s *Sketch) Decode(b []byte) error {
-	bad := func(what string) error { return fmt.Errorf("%w: %s", ErrCorruptFile, what) }
+	bad := func(what string) error { return fmt.Errorf("%w: %s", errCorruptFile, what) }
 	if len(b) < len(fileMagic)+1+8+1+4 {
 		return bad("too short")
 	}
@@ -125,8 +126,8 @@ func (s *Sketch) Save(fs vfs.FS, path string) error {
 }
 
 // Load adds the file at path to the sketch. A missing file is not an
-// error (nothing is loaded); a damaged one returns an error wrapping
-// ErrCorruptFile and loads nothing.
+// error (nothing is loaded); a damaged one returns an error matching the
+// module's corruption error and loads nothing.
 func (s *Sketch) Load(fs vfs.FS, path string) error {
 	f, err := fs.Open(path)
 	if err != nil {

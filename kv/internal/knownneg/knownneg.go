@@ -35,7 +35,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/adaptkv/adaptkv/filterpolicy/filter"
+	"github.com/adaptkv/adaptkv/filter"
 	"github.com/adaptkv/adaptkv/internal/stripe"
 	"github.com/adaptkv/adaptkv/kv/internal/striped"
 )

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 )
@@ -252,7 +253,8 @@ func TestDamagedFileLoadsNothing(t *testing.T) {
 	for name, b := range damaged {
 		l := New(100, NoSampling)
 		err := l.Decode(b)
-		require.ErrorIs(t, err, ErrCorruptFile, name)
+		require.ErrorIs(t, err, errCorruptFile, name)
+		require.ErrorIs(t, err, base.ErrCorruption, name)
 		require.Zero(t, l.Len(), name)
 	}
 }
@@ -266,7 +268,7 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		l := New(10, NoSampling)
 		if err := l.Decode(b); err != nil {
-			require.ErrorIs(t, err, ErrCorruptFile)
+			require.ErrorIs(t, err, errCorruptFile)
 			require.Zero(t, l.Len())
 			return
 		}

@@ -45,7 +45,7 @@ type node struct {
 	seq    uint64
 	keyLen uint32
 	valLen uint32 // the value's length, or nilValue for a nil value
-	kind   base.Kind
+	kind   base.KeyKind
 	height uint8
 	_      [2]byte
 	tower  [1]atomic.Uint32 // link of level 0 (a ref; 0: the end)
@@ -488,23 +488,23 @@ func (m *MemTable) findLast() *node {
 
 // seekKey is the smallest internal key with the given user key.
 func seekKey(userKey []byte) base.InternalKey {
-	return base.InternalKey{UserKey: userKey, Seq: math.MaxUint64, Kind: base.Kind(math.MaxUint8)}
+	return base.InternalKey{UserKey: userKey, Seq: math.MaxUint64, Kind: base.KeyKind(math.MaxUint8)}
 }
 
 // Get returns the newest version of userKey whose sequence number is < seq.
 // The value is the memtable's own slice: callers must copy it before handing
 // it out.
-func (m *MemTable) Get(userKey []byte, seq uint64) (value []byte, kind base.Kind, found bool) {
+func (m *MemTable) Get(userKey []byte, seq uint64) (value []byte, kind base.KeyKind, found bool) {
 	value, kind, _, found = m.GetVersion(userKey, seq)
 	return value, kind, found
 }
 
 // GetVersion is Get that also returns the version's sequence number.
-func (m *MemTable) GetVersion(userKey []byte, seq uint64) (value []byte, kind base.Kind, vseq uint64, found bool) {
+func (m *MemTable) GetVersion(userKey []byte, seq uint64) (value []byte, kind base.KeyKind, vseq uint64, found bool) {
 	if seq == 0 {
 		return nil, 0, 0, false
 	}
-	n := m.findGE(base.InternalKey{UserKey: userKey, Seq: seq - 1, Kind: base.Kind(math.MaxUint8)})
+	n := m.findGE(base.InternalKey{UserKey: userKey, Seq: seq - 1, Kind: base.KeyKind(math.MaxUint8)})
 	if n == nil || !bytes.Equal(n.userKey(), userKey) {
 		return nil, 0, 0, false
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func ik(k string, seq uint64, kind base.Kind) base.InternalKey {
+func ik(k string, seq uint64, kind base.KeyKind) base.InternalKey {
 	return base.InternalKey{UserKey: []byte(k), Seq: seq, Kind: kind}
 }
 
@@ -40,7 +40,7 @@ func testOrderAndGet(t *testing.T, m *MemTable) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var all []base.InternalKey
 	for seq := uint64(1); seq <= 5000; seq++ {
-		k := ik(fmt.Sprintf("k%03d", rng.IntN(500)), seq, base.Kind(rng.IntN(2)))
+		k := ik(fmt.Sprintf("k%03d", rng.IntN(500)), seq, base.KeyKind(rng.IntN(2)))
 		m.Add(k, []byte(fmt.Sprint(seq)))
 		all = append(all, k)
 	}
@@ -106,7 +106,7 @@ func TestConcurrentReaders(t *testing.T) {
 		defer close(done)
 		rng := rand.New(rand.NewPCG(3, 4))
 		for seq := uint64(1); seq <= n; seq++ {
-			m.Add(ik(fmt.Sprintf("k%06d", rng.IntN(n)), seq, base.KindSet), nil)
+			m.Add(ik(fmt.Sprintf("k%06d", rng.IntN(n)), seq, base.KeyKindSet), nil)
 		}
 	}()
 	for r := 0; r < 3; r++ {
@@ -168,7 +168,7 @@ func testConcurrentGetFindsPublished(t *testing.T, m *MemTable) {
 	var added atomic.Int64 // keys[:added] are in
 	go func() {
 		for i, k := range keys {
-			m.Add(ik(string(k), uint64(i+1), base.KindSet), k)
+			m.Add(ik(string(k), uint64(i+1), base.KeyKindSet), k)
 			added.Store(int64(i + 1))
 		}
 	}()
@@ -209,7 +209,7 @@ func TestBranching(t *testing.T) {
 		{NewRecycled(NewRecycler(1<<30, 0)), 0.5},
 	} {
 		for i := range n {
-			c.m.Add(ik(fmt.Sprintf("k%08d", i*7919%n), uint64(i+1), base.KindSet), nil)
+			c.m.Add(ik(fmt.Sprintf("k%08d", i*7919%n), uint64(i+1), base.KeyKindSet), nil)
 		}
 		dir := *c.m.chunks.Load()
 		tall := 0
@@ -242,8 +242,8 @@ func TestPrefixCompare(t *testing.T) {
 	m := New()
 	var all []base.InternalKey
 	for seq := uint64(1); seq <= 20000; seq++ {
-		a := base.InternalKey{UserKey: randKey(), Seq: seq, Kind: base.KindSet}
-		b := base.InternalKey{UserKey: randKey(), Seq: seq + 1, Kind: base.KindSet}
+		a := base.InternalKey{UserKey: randKey(), Seq: seq, Kind: base.KeyKindSet}
+		b := base.InternalKey{UserKey: randKey(), Seq: seq + 1, Kind: base.KeyKindSet}
 		m.Add(a, nil)
 		n := m.findGE(a) // a's own node
 		require.Equal(t, a, n.key())
@@ -275,7 +275,7 @@ func BenchmarkAdd(b *testing.B) {
 		for j := range 8 {
 			k[j], k[8+j] = byte(h>>(8*j)), byte(h>>(8*j+3))
 		}
-		m.Add(base.InternalKey{UserKey: k, Seq: uint64(i + 1), Kind: base.KindSet}, value)
+		m.Add(base.InternalKey{UserKey: k, Seq: uint64(i + 1), Kind: base.KeyKindSet}, value)
 	}
 }
 
@@ -305,7 +305,7 @@ func BenchmarkAddLarge(b *testing.B) {
 				for b.Loop() {
 					m := NewRecycled(NewRecycler(size, 0))
 					for i, k := range keys {
-						m.Add(base.InternalKey{UserKey: k, Seq: uint64(i + 1), Kind: base.KindSet}, value)
+						m.Add(base.InternalKey{UserKey: k, Seq: uint64(i + 1), Kind: base.KeyKindSet}, value)
 					}
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/insert")
@@ -327,7 +327,7 @@ func BenchmarkGet(b *testing.B) {
 			k[j], k[8+j] = byte(h>>(8*j)), byte(h>>(8*j+3))
 		}
 		keys[i] = k
-		m.Add(base.InternalKey{UserKey: k, Seq: uint64(i + 1), Kind: base.KindSet}, k)
+		m.Add(base.InternalKey{UserKey: k, Seq: uint64(i + 1), Kind: base.KeyKindSet}, k)
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
@@ -355,10 +355,10 @@ func TestRangeDels(t *testing.T) {
 	require.Zero(t, s.Covering([]byte("e"), 10))
 	require.Same(t, s, m.RangeDels(), "built once per change")
 
-	m.Add(base.InternalKey{UserKey: []byte("c"), Seq: 6, Kind: base.KindSet}, []byte("v"))
+	m.Add(base.InternalKey{UserKey: []byte("c"), Seq: 6, Kind: base.KeyKindSet}, []byte("v"))
 	v, kind, seq, ok := m.GetVersion([]byte("c"), 10)
 	require.True(t, ok)
 	require.Equal(t, []byte("v"), v)
-	require.Equal(t, base.KindSet, kind)
+	require.Equal(t, base.KeyKindSet, kind)
 	require.Equal(t, uint64(6), seq)
 }

@@ -18,7 +18,7 @@ func fill(m *MemTable, rng *rand.Rand, n int, seq0 uint64) [][]byte {
 	for i := range keys {
 		keys[i] = fmt.Appendf(nil, "k%016x", rng.Uint64())
 		// Values of varied lengths, some tall nodes: every slab kind.
-		m.Add(ik(string(keys[i]), seq0+uint64(i), base.KindSet), bytes.Repeat(keys[i][1:2], 1+i%200))
+		m.Add(ik(string(keys[i]), seq0+uint64(i), base.KeyKindSet), bytes.Repeat(keys[i][1:2], 1+i%200))
 	}
 	slices.SortFunc(keys, bytes.Compare)
 	return keys
@@ -76,7 +76,7 @@ func TestRecyclerReuse(t *testing.T) {
 	allocs := testing.AllocsPerRun(10000, func() {
 		seq++
 		copy(key, fmt.Appendf(key[:0], "k%016x", seq))
-		c.Add(base.InternalKey{UserKey: key, Seq: seq, Kind: base.KindSet}, val)
+		c.Add(base.InternalKey{UserKey: key, Seq: seq, Kind: base.KeyKindSet}, val)
 	})
 	if !raceEnabled {
 		require.Zero(t, allocs)
@@ -87,7 +87,7 @@ func TestRecyclerReuse(t *testing.T) {
 	small := NewRecycler(4<<20, 1<<20)
 	d := NewRecycled(small)
 	fill(d, rng, 20000, 1)
-	d.Add(ik("large", 1<<30, base.KindSet), make([]byte, small.chunkSize))
+	d.Add(ik("large", 1<<30, base.KeyKindSet), make([]byte, small.chunkSize))
 	chunks := len(*d.chunks.Load())
 	require.Greater(t, chunks*small.chunkSize, 1<<20)
 	d.Release()
@@ -149,7 +149,7 @@ func BenchmarkAddRecycled(b *testing.B) {
 		for j := range 8 {
 			k[j], k[8+j] = byte(h>>(8*j)), byte(h>>(8*j+3))
 		}
-		m.Add(base.InternalKey{UserKey: k, Seq: uint64(i + 1), Kind: base.KindSet}, value)
+		m.Add(base.InternalKey{UserKey: k, Seq: uint64(i + 1), Kind: base.KeyKindSet}, value)
 	}
 }
 
@@ -166,7 +166,7 @@ func TestChunksGrowBeforeRefsRunOut(t *testing.T) {
 	keys := make([][]byte, growAt+4000)
 	for i := range keys {
 		keys[i] = fmt.Appendf(nil, "k%016x", rng.Uint64())
-		m.Add(ik(string(keys[i]), uint64(i+1), base.KindSet), bytes.Repeat(keys[i][1:2], 1100))
+		m.Add(ik(string(keys[i]), uint64(i+1), base.KeyKindSet), bytes.Repeat(keys[i][1:2], 1100))
 	}
 	slices.SortFunc(keys, bytes.Compare)
 	require.Equal(t, maxChunkSize, m.chunkSize)
@@ -186,7 +186,7 @@ func TestArenaBytes(t *testing.T) {
 	empty := m.ArenaBytes()
 	require.Equal(t, int64(ChunkSize(1<<20)), empty, "the head takes the first chunk")
 	fill(m, rng, 20000, 1)
-	m.Add(ik("big", 1<<30, base.KindSet), make([]byte, 3*ChunkSize(1<<20)))
+	m.Add(ik("big", 1<<30, base.KeyKindSet), make([]byte, 3*ChunkSize(1<<20)))
 	chunks := int64(len(*m.chunks.Load()))
 	require.GreaterOrEqual(t, m.ArenaBytes(), m.Size())
 	require.Less(t, m.ArenaBytes(), m.Size()+chunks*int64(ChunkSize(1<<20))/4+int64(ChunkSize(1<<20)),

@@ -11,8 +11,8 @@ import (
 	"strings"
 )
 
-// ErrBadProperty is wrapped by every error about a property's value.
-var ErrBadProperty = errors.New("ycsb: bad property")
+// errBadProperty is wrapped by every error about a property's value.
+var errBadProperty = errors.New("ycsb: bad property")
 
 // Distribution names a request distribution.
 type Distribution string
@@ -102,7 +102,7 @@ func ParseFile(path string) (*Workload, error) {
 // Parse reads Java-style properties (key=value or key: value lines, '#' and
 // '!' comments) into a Workload named name. Unknown keys are ignored (YCSB
 // files carry client settings such as "workload" or "db"); known keys with bad
-// values are errors wrapping ErrBadProperty.
+// values are errors.
 func Parse(r io.Reader, name string) (*Workload, error) {
 	props := map[string]string{}
 	sc := bufio.NewScanner(r)
@@ -115,7 +115,7 @@ func Parse(r io.Reader, name string) (*Workload, error) {
 		}
 		i := strings.IndexAny(s, "=:")
 		if i <= 0 {
-			return nil, fmt.Errorf("%w: line %d: %q is not key=value", ErrBadProperty, line, s)
+			return nil, fmt.Errorf("%w: line %d: %q is not key=value", errBadProperty, line, s)
 		}
 		props[strings.TrimSpace(s[:i])] = strings.TrimSpace(s[i+1:])
 	}
@@ -155,16 +155,16 @@ func FromProperties(props map[string]string, name string) (*Workload, error) {
 	if v, ok := props["zipfianconstant"]; ok {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || !(f > 0 && f < 1) {
-			pr.errs = append(pr.errs, fmt.Errorf("%w: zipfianconstant=%q: want 0 < θ < 1", ErrBadProperty, v))
+			pr.errs = append(pr.errs, fmt.Errorf("%w: zipfianconstant=%q: want 0 < θ < 1", errBadProperty, v))
 		} else {
 			w.ZipfianConstant = f
 		}
 	}
 	if v, ok := props["fieldlengthdistribution"]; ok && v != "constant" {
-		pr.errs = append(pr.errs, fmt.Errorf("%w: fieldlengthdistribution=%q: kvbench supports only constant", ErrBadProperty, v))
+		pr.errs = append(pr.errs, fmt.Errorf("%w: fieldlengthdistribution=%q: kvbench supports only constant", errBadProperty, v))
 	}
 	if v, ok := props["scanlengthdistribution"]; ok && v != "uniform" {
-		pr.errs = append(pr.errs, fmt.Errorf("%w: scanlengthdistribution=%q: kvbench supports only uniform", ErrBadProperty, v))
+		pr.errs = append(pr.errs, fmt.Errorf("%w: scanlengthdistribution=%q: kvbench supports only uniform", errBadProperty, v))
 	}
 	if len(pr.errs) == 0 {
 		pr.errs = append(pr.errs, w.Validate())
@@ -186,7 +186,7 @@ func (r *propReader) u64(key string, dst *uint64) {
 	if v, ok := r.props[key]; ok {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			r.errs = append(r.errs, fmt.Errorf("%w: %s=%q: want a non-negative integer", ErrBadProperty, key, v))
+			r.errs = append(r.errs, fmt.Errorf("%w: %s=%q: want a non-negative integer", errBadProperty, key, v))
 			return
 		}
 		*dst = n
@@ -197,7 +197,7 @@ func (r *propReader) posInt(key string, dst *int) {
 	if v, ok := r.props[key]; ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
-			r.errs = append(r.errs, fmt.Errorf("%w: %s=%q: want a positive integer", ErrBadProperty, key, v))
+			r.errs = append(r.errs, fmt.Errorf("%w: %s=%q: want a positive integer", errBadProperty, key, v))
 			return
 		}
 		*dst = n
@@ -209,7 +209,7 @@ func (r *propReader) prop(key string, dst *float64) {
 	if v, ok := r.props[key]; ok {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f < 0 || f > 1 || f != f {
-			r.errs = append(r.errs, fmt.Errorf("%w: %s=%q: want a proportion in [0, 1]", ErrBadProperty, key, v))
+			r.errs = append(r.errs, fmt.Errorf("%w: %s=%q: want a proportion in [0, 1]", errBadProperty, key, v))
 			return
 		}
 		*dst = f
@@ -224,7 +224,7 @@ func (r *propReader) dist(key string, dst *Distribution, allowed ...Distribution
 				return
 			}
 		}
-		r.errs = append(r.errs, fmt.Errorf("%w: %s=%q: want one of %v", ErrBadProperty, key, v, allowed))
+		r.errs = append(r.errs, fmt.Errorf("%w: %s=%q: want one of %v", errBadProperty, key, v, allowed))
 	}
 }
 
@@ -232,7 +232,7 @@ func (r *propReader) boolean(key string, dst *bool) {
 	if v, ok := r.props[key]; ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			r.errs = append(r.errs, fmt.Errorf("%w: %s=%q: want true or false", ErrBadProperty, key, v))
+			r.errs = append(r.errs, fmt.Errorf("%w: %s=%q: want true or false", errBadProperty, key, v))
 			return
 		}
 		*dst = b
@@ -242,13 +242,13 @@ func (r *propReader) boolean(key string, dst *bool) {
 // Validate checks the consistency of a workload.
 func (w *Workload) Validate() error {
 	if w.RecordCount == 0 {
-		return fmt.Errorf("%w: recordcount must be positive", ErrBadProperty)
+		return fmt.Errorf("%w: recordcount must be positive", errBadProperty)
 	}
 	if w.Adversary {
 		return nil
 	}
 	if w.ReadProportion+w.UpdateProportion+w.InsertProportion+w.ScanProportion+w.ReadModifyWriteProportion <= 0 {
-		return fmt.Errorf("%w: workload %s: all operation proportions are zero", ErrBadProperty, w.Name)
+		return fmt.Errorf("%w: workload %s: all operation proportions are zero", errBadProperty, w.Name)
 	}
 	return nil
 }

@@ -268,7 +268,7 @@ negativeproportion=0.25
 	for _, b := range bad {
 		_, err := Parse(strings.NewReader(b), "bad")
 		require.Error(t, err, b)
-		require.True(t, errors.Is(err, ErrBadProperty), "%q: %v", b, err)
+		require.True(t, errors.Is(err, errBadProperty), "%q: %v", b, err)
 	}
 }
 
