@@ -37,7 +37,7 @@ func BenchmarkRun(b *testing.B) {
 				for v := 0; v < 4; v++ {
 					seq := uint64(v)<<30 + uint64(i) // two versions below the snapshot
 					c := rng.Intn(8)
-					children[c] = append(children[c], entry{key: base.InternalKey{UserKey: uk, Seq: seq, Kind: base.KeyKindSet}, value: []byte("value")})
+					children[c] = append(children[c], entry{Key: base.InternalKey{UserKey: uk, Seq: seq, Kind: base.KeyKindSet}, Value: []byte("value")})
 				}
 			}
 			for _, c := range children {
@@ -56,27 +56,5 @@ func BenchmarkRun(b *testing.B) {
 				entries += 4 * keys
 			}
 		})
-	}
-}
-
-// BenchmarkMergingIterSeekGE reports the cost of a SeekGE followed by one
-// Next over 8 inputs (the shape of a short range scan in kv).
-func BenchmarkMergingIterSeekGE(b *testing.B) {
-	const total = 1 << 16
-	rng := rand.New(rand.NewSource(1))
-	children := make([][]entry, 8)
-	keys := make([][]byte, total)
-	for i := range keys {
-		keys[i] = []byte(fmt.Sprintf("user%012d", i))
-		c := rng.Intn(8)
-		children[c] = append(children[c], entry{key: base.InternalKey{UserKey: keys[i], Seq: uint64(i), Kind: base.KeyKindSet}, value: []byte("value")})
-	}
-	it, _ := newMerged(children)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if !it.SeekGE(keys[rng.Intn(total-1)]) || !it.Next() {
-			b.Fatal("seek failed")
-		}
 	}
 }

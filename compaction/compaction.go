@@ -4,11 +4,13 @@ import (
 	"errors"
 
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/manifest"
 )
 
 // NumLevels is the number of levels of the LSM tree: L0 (flushed memtables,
-// tables may overlap) and L1..L6 (each sorted and non-overlapping).
-const NumLevels = 7
+// tables may overlap) and L1..L6 (each sorted and non-overlapping); the
+// manifest's (manifest.NumLevels).
+const NumLevels = manifest.NumLevels
 
 // TableMeta describes one table for picking and is what Run returns for each
 // table it writes (base.TableMeta: the manifest shares it).
@@ -30,9 +32,6 @@ var (
 	// ErrUnsupportedKind reports an internal key kind other than
 	// base.KeyKindSet and base.KeyKindDelete.
 	ErrUnsupportedKind = errors.New("compaction: unsupported key kind")
-	// ErrClosed reports use of a merging iterator after Close (the
-	// module's one closed error, kv.ErrClosed).
-	ErrClosed = base.ErrClosed
 	// ErrCanceled reports a Run stopped through RunOptions.Cancel.
 	ErrCanceled = errors.New("compaction: canceled")
 )

@@ -1,11 +1,10 @@
 // Package compaction chooses and runs the compactions of adaptkv's leveled
-// LSM tree, and provides the merging iterator that both compactions and the
-// kv read path are built on.
+// LSM tree, over the levels of a manifest.Version (internal/manifest).
 //
 // Picking (Pick, PickRange) follows Pebble and RocksDB: L0 holds flushed
 // tables that may overlap and is compacted into the base level once a key
-// is in L0Trigger/2 of them (L0Depth; Pebble's rule, which keeps the L0
-// tables a read checks few), or once it holds L0FileThreshold tables that
+// is in L0Trigger/2 of them (manifest.L0Depth; Pebble's rule, which keeps
+// the L0 tables a read checks few), or once it holds L0FileThreshold tables that
 // do not overlap; L1..L6 are sorted runs. The base level and the level
 // targets are dynamic, as Pebble's (BaseLevel): derived from the data in
 // the tree, so a small store compacts L0 straight into the last level and
@@ -23,7 +22,7 @@
 // splits the versions of a user key between its inputs and the rest of a
 // level.
 //
-// Running (Run) merges the plan's tables with NewMergingIter and writes, cut
+// Running (Run) merges the plan's tables (internal/merging) and writes, cut
 // into tables of about TargetFileSize, only the versions some reader can
 // still see: per user key, the newest version visible to each live snapshot
 // and to the latest state. When the output is the bottommost data for its
@@ -43,7 +42,7 @@
 //
 //	p := compaction.Pick(levels, opts, isBusy) // nil: nothing to do
 //	// mark p.Tables() busy; open an iterator on each of them
-//	in := compaction.NewMergingIter(iters...)
+//	in := merging.NewIter(iters...) // internal/merging
 //	metas, err := compaction.Run(in, compaction.RunOptions{
 //		Snapshots:      liveSnapshots, // ascending
 //		DropTombstones: p.IsBottommost(levels),

@@ -3,37 +3,11 @@ package compaction
 import (
 	"bytes"
 	"slices"
+
+	"github.com/adaptkv/adaptkv/internal/manifest"
 )
 
-// L0Depth returns L0's read amplification: the largest number of tables of
-// l0 not busy whose user key ranges hold one key (what Pebble calls the
-// number of L0 sublevels). A point read checks at most that many L0 tables.
-func L0Depth(l0 []*TableMeta, busy func(fileNum uint64) bool) int {
-	busy = orNotBusy(busy)
-	var starts, ends [][]byte
-	for _, t := range l0 {
-		if !busy(t.FileNum) {
-			starts = append(starts, t.Smallest.UserKey)
-			ends = append(ends, t.Largest.UserKey)
-		}
-	}
-	slices.SortFunc(starts, bytes.Compare)
-	slices.SortFunc(ends, bytes.Compare)
-	// Sweep the boundaries in key order; ranges are closed, so at equal
-	// keys a start counts before an end.
-	depth, best, j := 0, 0, 0
-	for _, s := range starts {
-		for j < len(ends) && bytes.Compare(ends[j], s) < 0 {
-			depth--
-			j++
-		}
-		depth++
-		best = max(best, depth)
-	}
-	return best
-}
-
-// l0Score is L0's score: 2 x L0Depth / L0Trigger (Pebble's L0 fill
+// l0Score is L0's score: 2 x manifest.L0Depth / L0Trigger (Pebble's L0 fill
 // factor, so L0 compacts from depth L0Trigger/2), or the count of tables
 // not busy over L0FileThreshold when that is higher.
 func l0Score(l0 []*TableMeta, opts Options, busy func(uint64) bool) float64 {
@@ -43,7 +17,7 @@ func l0Score(l0 []*TableMeta, opts Options, busy func(uint64) bool) float64 {
 			n++
 		}
 	}
-	return max(2*float64(L0Depth(l0, busy))/float64(opts.L0Trigger), float64(n)/float64(opts.L0FileThreshold))
+	return max(2*float64(manifest.L0Depth(l0, busy))/float64(opts.L0Trigger), float64(n)/float64(opts.L0FileThreshold))
 }
 
 // pickL0 picks the L0 compaction into base, the base level: every level
@@ -108,7 +82,7 @@ func pickIntraL0(levels [NumLevels][]*TableMeta, base int, cand []*TableMeta, bu
 		return nil
 	}
 	set := widenL0(levels[0], slices.Clone(cand), false)
-	if anyBusy(set, busy) || L0Depth(set, nil) < max(2, trigger/2+1) {
+	if anyBusy(set, busy) || manifest.L0Depth(set, nil) < max(2, trigger/2+1) {
 		return nil
 	}
 	lo, hi := keyRange(set)

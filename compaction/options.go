@@ -29,7 +29,7 @@ const (
 
 // Options configure picking. Zero fields take the defaults above.
 type Options struct {
-	// L0Trigger is the L0 read amplification (L0Depth) at which L0 scores
+	// L0Trigger is the L0 read amplification (manifest.L0Depth) at which L0 scores
 	// 2, as Pebble's L0CompactionThreshold: L0 scores 2 x depth /
 	// L0Trigger, so an L0 compaction starts at depth L0Trigger/2.
 	L0Trigger int

@@ -72,7 +72,7 @@ func BaseLevel(levels [NumLevels][]*TableMeta, opts Options) (base int, targets 
 }
 
 // Scores returns the compaction score (fill factor) of each level: for L0
-// twice its depth (L0Depth, the tables not busy) over L0Trigger, or its
+// twice its depth (manifest.L0Depth, the tables not busy) over L0Trigger, or its
 // count of tables not busy over L0FileThreshold if higher; for the levels
 // from the base level (BaseLevel) to L5 the size of the level's tables over
 // the level's target size; 0 for the levels above the base level (empty)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/adaptkv/adaptkv/internal/manifest"
 	"github.com/cockroachdb/datadriven"
 )
 
@@ -131,7 +132,7 @@ func parseSize(s string) (uint64, error) {
 func describeLSM(levels [NumLevels][]*TableMeta, opts Options) string {
 	var b strings.Builder
 	base, _ := BaseLevel(levels, opts)
-	fmt.Fprintf(&b, "base L%d, L0 depth %d\n", base, L0Depth(levels[0], nil))
+	fmt.Fprintf(&b, "base L%d, L0 depth %d\n", base, manifest.L0Depth(levels[0], nil))
 	for l, s := range Scores(levels, opts, nil) {
 		if s != 0 {
 			fmt.Fprintf(&b, "L%d score %.2f\n", l, s)

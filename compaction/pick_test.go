@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/manifest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -92,7 +93,7 @@ func TestPickL0FileThreshold(t *testing.T) {
 		k := string(rune('a' + i))
 		levels[0] = append(levels[0], tm(uint64(100+i), 1, k+"0", k+"9"))
 	}
-	require.Equal(t, 1, L0Depth(levels[0], nil))
+	require.Equal(t, 1, manifest.L0Depth(levels[0], nil))
 	require.Nil(t, Pick(levels, Options{}, nil), "15 tables < 4 x 4")
 	levels[0] = append(levels[0], tm(200, 1, "z0", "z9"))
 	p := Pick(levels, Options{}, nil)
@@ -101,31 +102,6 @@ func TestPickL0FileThreshold(t *testing.T) {
 	require.Nil(t, Pick(levels, Options{L0FileThreshold: 17}, nil))
 	// Busy tables do not count.
 	require.Nil(t, Pick(levels, Options{}, busySet(100)))
-}
-
-func TestL0Depth(t *testing.T) {
-	require.Equal(t, 0, L0Depth(nil, nil))
-	l0 := []*TableMeta{tm(1, 1, "b", "d"), tm(2, 1, "d", "f"), tm(3, 1, "a", "z"), tm(4, 1, "g", "g")}
-	require.Equal(t, 3, L0Depth(l0, nil), "d is in 1, 2 and 3 (closed ranges)")
-	require.Equal(t, 2, L0Depth(l0, busySet(3)))
-	require.Equal(t, 1, L0Depth(l0, busySet(1, 3)))
-
-	// Against a count at every key, on random tables over keys 00..99.
-	rng := rand.New(rand.NewSource(1))
-	key := func(i int) string { return fmt.Sprintf("%02d", i) }
-	for iter := 0; iter < 300; iter++ {
-		var tables []*TableMeta
-		var cover [100]int
-		for i := 0; i < 1+rng.Intn(12); i++ {
-			a, b := rng.Intn(100), rng.Intn(100)
-			a, b = min(a, b), max(a, b)
-			tables = append(tables, tm(uint64(i), 1, key(a), key(b)))
-			for k := a; k <= b; k++ {
-				cover[k]++
-			}
-		}
-		require.Equal(t, slices.Max(cover[:]), L0Depth(tables, nil))
-	}
 }
 
 func TestPickL0Components(t *testing.T) {
@@ -540,7 +516,7 @@ func TestPickRandomInvariants(t *testing.T) {
 			require.NotZero(t, opts.IntraL0Ratio, msg)
 			under := sumSize(bruteOverlap(levels[base], p.Inputs))
 			require.Greater(t, float64(under), opts.IntraL0Ratio*float64(sumSize(p.Inputs)), msg)
-			require.GreaterOrEqual(t, L0Depth(p.Inputs, nil), max(2, opts.L0Trigger/2+1), msg)
+			require.GreaterOrEqual(t, manifest.L0Depth(p.Inputs, nil), max(2, opts.L0Trigger/2+1), msg)
 		}
 		if p.Level > 0 {
 			// Minimal overlap ratio among the feasible candidates.

@@ -17,11 +17,11 @@ import (
 // if a tombstone visible at s covers it.
 func readRD(es []entry, set *rangedel.Set, userKey string, s uint64) (string, bool) {
 	for _, e := range es {
-		if string(e.key.UserKey) == userKey && e.key.Seq < s {
-			if e.key.Kind == base.KeyKindDelete || set.Covering(e.key.UserKey, s) > e.key.Seq {
+		if string(e.Key.UserKey) == userKey && e.Key.Seq < s {
+			if e.Key.Kind == base.KeyKindDelete || set.Covering(e.Key.UserKey, s) > e.Key.Seq {
 				return "", false
 			}
-			return string(e.value), true
+			return string(e.Value), true
 		}
 	}
 	return "", false
@@ -42,7 +42,7 @@ func TestRunRangeDelsRandom(t *testing.T) {
 		maxSeq := 2 + rng.Intn(30)
 		es := randVersions(rng, rng.Intn(30), 1+rng.Intn(8), maxSeq)
 		for i := range es {
-			es[i].key.Seq = 2*es[i].key.Seq + 2 // even, above 0: tombstones take the odd ones
+			es[i].Key.Seq = 2*es[i].Key.Seq + 2 // even, above 0: tombstones take the odd ones
 		}
 		var ts []rangedel.Tombstone
 		for n := rng.Intn(6); n > 0; n-- {
@@ -84,13 +84,13 @@ func TestRunRangeDelsRandom(t *testing.T) {
 			p := sink.outs[i-1]
 			var prevMax, curMin []byte // prevMax exclusive
 			if len(p.es) > 0 {
-				prevMax = rangedel.Successor(p.es[len(p.es)-1].key.UserKey)
+				prevMax = rangedel.Successor(p.es[len(p.es)-1].Key.UserKey)
 			}
 			if len(p.frags) > 0 && bytes.Compare(p.frags[len(p.frags)-1].End, prevMax) > 0 {
 				prevMax = p.frags[len(p.frags)-1].End
 			}
 			if len(o.es) > 0 {
-				curMin = o.es[0].key.UserKey
+				curMin = o.es[0].Key.UserKey
 			}
 			if len(o.frags) > 0 && (curMin == nil || bytes.Compare(o.frags[0].Start, curMin) < 0) {
 				curMin = o.frags[0].Start
@@ -102,7 +102,7 @@ func TestRunRangeDelsRandom(t *testing.T) {
 		readers := append(slices.Clone(snaps), math.MaxUint64)
 		keys := map[string]bool{}
 		for _, e := range es {
-			keys[string(e.key.UserKey)] = true
+			keys[string(e.Key.UserKey)] = true
 		}
 		for k := range keys {
 			for _, s := range readers {
@@ -114,13 +114,13 @@ func TestRunRangeDelsRandom(t *testing.T) {
 		}
 		// No kept Set is deleted for every reader that would see it.
 		for _, e := range got {
-			if e.key.Kind != base.KeyKindSet {
+			if e.Key.Kind != base.KeyKindSet {
 				continue
 			}
 			seen := false
 			for _, s := range readers {
-				v, ok := readRD(got, out, string(e.key.UserKey), s)
-				seen = seen || (ok && v == string(e.value))
+				v, ok := readRD(got, out, string(e.Key.UserKey), s)
+				seen = seen || (ok && v == string(e.Value))
 			}
 			require.True(t, seen, "%s: kept %v that no reader sees", msg, e)
 		}

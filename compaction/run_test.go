@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/merging"
 	"github.com/stretchr/testify/require"
 )
 
@@ -34,7 +35,7 @@ func randVersions(rng *rand.Rand, nKeys, maxVersions int, maxSeq int) []entry {
 			if kind == base.KeyKindSet {
 				v = []byte(fmt.Sprintf("v%s@%d", uk, s))
 			}
-			es = append(es, entry{key: base.InternalKey{UserKey: uk, Seq: uint64(s), Kind: kind}, value: v})
+			es = append(es, entry{Key: base.InternalKey{UserKey: uk, Seq: uint64(s), Kind: kind}, Value: v})
 		}
 	}
 	sortEntries(es)
@@ -42,7 +43,7 @@ func randVersions(rng *rand.Rand, nKeys, maxVersions int, maxSeq int) []entry {
 	// same prefix may have drawn the same one).
 	out := es[:0]
 	for _, e := range es {
-		if len(out) > 0 && string(out[len(out)-1].key.UserKey) == string(e.key.UserKey) && out[len(out)-1].key.Seq == e.key.Seq {
+		if len(out) > 0 && string(out[len(out)-1].Key.UserKey) == string(e.Key.UserKey) && out[len(out)-1].Key.Seq == e.Key.Seq {
 			continue
 		}
 		out = append(out, e)
@@ -65,7 +66,7 @@ func splitRandomly(rng *rand.Rand, es []entry, n int) [][]entry {
 func groupByUserKey(es []entry) [][]entry {
 	var groups [][]entry
 	for i, e := range es {
-		if i == 0 || string(es[i-1].key.UserKey) != string(e.key.UserKey) {
+		if i == 0 || string(es[i-1].Key.UserKey) != string(e.Key.UserKey) {
 			groups = append(groups, nil)
 		}
 		groups[len(groups)-1] = append(groups[len(groups)-1], e)
@@ -85,8 +86,8 @@ func modelRun(es []entry, snapshots []uint64, dropTombstones bool) []entry {
 			for _, s := range snapshots {
 				// newest with Seq < s: the first in g (newest first) below s.
 				for _, w := range g {
-					if w.key.Seq < s {
-						if w.key.Seq == v.key.Seq {
+					if w.Key.Seq < s {
+						if w.Key.Seq == v.Key.Seq {
 							need = true
 						}
 						break
@@ -98,7 +99,7 @@ func modelRun(es []entry, snapshots []uint64, dropTombstones bool) []entry {
 			}
 		}
 		if dropTombstones {
-			for len(kept) > 0 && kept[len(kept)-1].key.Kind == base.KeyKindDelete {
+			for len(kept) > 0 && kept[len(kept)-1].Key.Kind == base.KeyKindDelete {
 				kept = kept[:len(kept)-1]
 			}
 		}
@@ -111,11 +112,11 @@ func modelRun(es []entry, snapshots []uint64, dropTombstones bool) []entry {
 // newest version with Seq < s, tombstones reading as absent.
 func read(es []entry, userKey string, s uint64) (string, bool) {
 	for _, e := range es {
-		if string(e.key.UserKey) == userKey && e.key.Seq < s {
-			if e.key.Kind == base.KeyKindDelete {
+		if string(e.Key.UserKey) == userKey && e.Key.Seq < s {
+			if e.Key.Kind == base.KeyKindDelete {
 				return "", false
 			}
-			return string(e.value), true
+			return string(e.Value), true
 		}
 	}
 	return "", false
@@ -155,8 +156,8 @@ func TestRunZeroSeqsRandom(t *testing.T) {
 			require.NoError(t, err, msg)
 			require.NoError(t, it.Close(), msg)
 			for i, o := range sink.outs {
-				require.Equal(t, o.es[0].key, metas[i].Smallest, msg)
-				require.Equal(t, o.es[len(o.es)-1].key, metas[i].Largest, msg)
+				require.Equal(t, o.es[0].Key, metas[i].Smallest, msg)
+				require.Equal(t, o.es[len(o.es)-1].Key, metas[i].Largest, msg)
 			}
 			return sink.finished()
 		}
@@ -165,24 +166,24 @@ func TestRunZeroSeqsRandom(t *testing.T) {
 		oldest := func(seq uint64) bool { return len(snaps) == 0 || seq < snaps[0] }
 		for i, r := range ref {
 			g := got[i]
-			require.Equal(t, r.key.UserKey, g.key.UserKey, msg)
-			require.Equal(t, r.key.Kind, g.key.Kind, msg)
-			require.Equal(t, r.value, g.value, msg)
-			last := i+1 == len(ref) || string(ref[i+1].key.UserKey) != string(r.key.UserKey)
-			if r.key.Kind == base.KeyKindSet && oldest(r.key.Seq) {
+			require.Equal(t, r.Key.UserKey, g.Key.UserKey, msg)
+			require.Equal(t, r.Key.Kind, g.Key.Kind, msg)
+			require.Equal(t, r.Value, g.Value, msg)
+			last := i+1 == len(ref) || string(ref[i+1].Key.UserKey) != string(r.Key.UserKey)
+			if r.Key.Kind == base.KeyKindSet && oldest(r.Key.Seq) {
 				require.True(t, last, "%s: %v in the oldest stripe is not its key's last version", msg, r)
-				require.Zero(t, g.key.Seq, "%s: %v not zeroed", msg, r)
+				require.Zero(t, g.Key.Seq, "%s: %v not zeroed", msg, r)
 				zeroed++
 			} else {
-				require.Equal(t, r.key.Seq, g.key.Seq, "%s: %v", msg, r)
+				require.Equal(t, r.Key.Seq, g.Key.Seq, "%s: %v", msg, r)
 			}
-			if i > 0 && string(got[i-1].key.UserKey) == string(g.key.UserKey) {
-				require.Greater(t, got[i-1].key.Seq, g.key.Seq, "%s: versions out of order", msg)
+			if i > 0 && string(got[i-1].Key.UserKey) == string(g.Key.UserKey) {
+				require.Greater(t, got[i-1].Key.Seq, g.Key.Seq, "%s: versions out of order", msg)
 			}
 		}
 		readers := append(slices.Clone(snaps), math.MaxUint64)
 		for _, g := range groupByUserKey(es) {
-			uk := string(g[0].key.UserKey)
+			uk := string(g[0].Key.UserKey)
 			for _, s := range readers {
 				if s == 0 {
 					continue // sees nothing, and Seq 0 is not below it
@@ -238,7 +239,7 @@ func TestRunVersionRulesRandom(t *testing.T) {
 		// Every reader sees the same thing before and after.
 		readers := append(slices.Clone(snaps), math.MaxUint64)
 		for _, g := range groupByUserKey(es) {
-			uk := string(g[0].key.UserKey)
+			uk := string(g[0].Key.UserKey)
 			for _, s := range readers {
 				wv, wok := read(es, uk, s)
 				gv, gok := read(got, uk, s)
@@ -255,17 +256,17 @@ func TestRunVersionRulesRandom(t *testing.T) {
 				seen := false
 				for _, s := range readers {
 					for _, w := range g {
-						if w.key.Seq < s {
-							seen = seen || w.key.Seq == v.key.Seq
+						if w.Key.Seq < s {
+							seen = seen || w.Key.Seq == v.Key.Seq
 							break
 						}
 					}
 				}
 				require.True(t, seen, "%s: version %v kept but seen by no reader", msg, v)
-				if drop && v.key.Kind == base.KeyKindDelete {
+				if drop && v.Key.Kind == base.KeyKindDelete {
 					hasOlderSet := false
 					for _, w := range g[i+1:] {
-						hasOlderSet = hasOlderSet || w.key.Kind == base.KeyKindSet
+						hasOlderSet = hasOlderSet || w.Key.Kind == base.KeyKindSet
 					}
 					require.True(t, hasOlderSet, "%s: bottommost tombstone %v hides nothing", msg, v)
 				}
@@ -277,11 +278,11 @@ func TestRunVersionRulesRandom(t *testing.T) {
 		for i, o := range sink.outs {
 			require.True(t, o.finished, msg)
 			require.NotEmpty(t, o.es, msg)
-			require.Equal(t, o.es[0].key, metas[i].Smallest, msg)
-			require.Equal(t, o.es[len(o.es)-1].key, metas[i].Largest, msg)
+			require.Equal(t, o.es[0].Key, metas[i].Smallest, msg)
+			require.Equal(t, o.es[len(o.es)-1].Key, metas[i].Largest, msg)
 			if i > 0 {
-				require.NotEqual(t, string(sink.outs[i-1].es[len(sink.outs[i-1].es)-1].key.UserKey),
-					string(o.es[0].key.UserKey), "%s: user key split across outputs", msg)
+				require.NotEqual(t, string(sink.outs[i-1].es[len(sink.outs[i-1].es)-1].Key.UserKey),
+					string(o.es[0].Key.UserKey), "%s: user key split across outputs", msg)
 			}
 			if target == 0 {
 				require.Len(t, sink.outs, 1, msg)
@@ -293,7 +294,7 @@ func TestRunVersionRulesRandom(t *testing.T) {
 				last := groups[len(groups)-1]
 				withoutLast := o.size
 				for _, e := range last {
-					withoutLast -= uint64(len(e.key.UserKey) + len(e.value) + 8)
+					withoutLast -= uint64(len(e.Key.UserKey) + len(e.Value) + 8)
 				}
 				require.Less(t, withoutLast, target, "%s: output %d should have been cut earlier", msg, i)
 			}
@@ -304,10 +305,10 @@ func TestRunVersionRulesRandom(t *testing.T) {
 // TestRunVersionRulesExamples spells out the rules on small cases.
 func TestRunVersionRulesExamples(t *testing.T) {
 	set := func(k string, seq uint64) entry {
-		return entry{key: base.InternalKey{UserKey: []byte(k), Seq: seq, Kind: base.KeyKindSet}, value: []byte(fmt.Sprintf("%s%d", k, seq))}
+		return entry{Key: base.InternalKey{UserKey: []byte(k), Seq: seq, Kind: base.KeyKindSet}, Value: []byte(fmt.Sprintf("%s%d", k, seq))}
 	}
 	del := func(k string, seq uint64) entry {
-		return entry{key: base.InternalKey{UserKey: []byte(k), Seq: seq, Kind: base.KeyKindDelete}}
+		return entry{Key: base.InternalKey{UserKey: []byte(k), Seq: seq, Kind: base.KeyKindDelete}}
 	}
 	cases := []struct {
 		name  string
@@ -348,7 +349,7 @@ func TestRunOutputCutting(t *testing.T) {
 	var es []entry
 	for k := 0; k < 100; k++ {
 		for s := 3; s >= 1; s-- {
-			es = append(es, entry{key: base.InternalKey{UserKey: []byte(fmt.Sprintf("k%03d", k)), Seq: uint64(s*1000 + k), Kind: base.KeyKindSet}, value: []byte("vvvvvvvv")})
+			es = append(es, entry{Key: base.InternalKey{UserKey: []byte(fmt.Sprintf("k%03d", k)), Seq: uint64(s*1000 + k), Kind: base.KeyKindSet}, Value: []byte("vvvvvvvv")})
 		}
 	}
 	sortEntries(es)
@@ -369,7 +370,7 @@ func TestRunOutputCutting(t *testing.T) {
 	// One user key bigger than the target is never split.
 	var big []entry
 	for s := 50; s >= 1; s-- {
-		big = append(big, entry{key: base.InternalKey{UserKey: []byte("big"), Seq: uint64(s * 2), Kind: base.KeyKindSet}, value: []byte("x")})
+		big = append(big, entry{Key: base.InternalKey{UserKey: []byte("big"), Seq: uint64(s * 2), Kind: base.KeyKindSet}, Value: []byte("x")})
 	}
 	snaps := make([]uint64, 0, 50)
 	for s := 1; s <= 50; s++ {
@@ -385,7 +386,7 @@ func TestRunOutputCutting(t *testing.T) {
 func TestRunErrors(t *testing.T) {
 	var es []entry
 	for k := 0; k < 50; k++ {
-		es = append(es, entry{key: base.InternalKey{UserKey: []byte(fmt.Sprintf("k%03d", k)), Seq: 1, Kind: base.KeyKindSet}, value: []byte("0123456789")})
+		es = append(es, entry{Key: base.InternalKey{UserKey: []byte(fmt.Sprintf("k%03d", k)), Seq: 1, Kind: base.KeyKindSet}, Value: []byte("0123456789")})
 	}
 	opts := func(s *memSink) RunOptions {
 		return RunOptions{TargetFileSize: 100, NewOutput: s.NewOutput}
@@ -408,7 +409,7 @@ func TestRunErrors(t *testing.T) {
 
 	t.Run("input error", func(t *testing.T) {
 		in := newSliceIter(es)
-		in.failAfter = 30
+		in.FailAfter = 30
 		s := &memSink{}
 		metas, err := Run(in, opts(s))
 		require.ErrorIs(t, err, errInjected)
@@ -417,9 +418,9 @@ func TestRunErrors(t *testing.T) {
 	})
 	t.Run("input error through merging iterator", func(t *testing.T) {
 		a, b := newSliceIter(es[:25]), newSliceIter(es[25:])
-		b.failAfter = 3
+		b.FailAfter = 3
 		s := &memSink{}
-		_, err := Run(NewMergingIter(a, b), opts(s))
+		_, err := Run(merging.NewIter(a, b), opts(s))
 		require.ErrorIs(t, err, errInjected)
 	})
 	t.Run("add error", func(t *testing.T) {
@@ -471,13 +472,13 @@ func TestRunErrors(t *testing.T) {
 		require.ErrorIs(t, err, ErrOutOfOrder)
 
 		seqUp := []entry{es[0], es[0]}
-		seqUp[1].key.Seq = 2
+		seqUp[1].Key.Seq = 2
 		_, err = Run(newSliceIter(seqUp), opts(&memSink{}))
 		require.ErrorIs(t, err, ErrOutOfOrder)
 	})
 	t.Run("unsupported kind", func(t *testing.T) {
 		bad := slices.Clone(es[:3])
-		bad[2].key.Kind = 2 // Pebble's merge kind
+		bad[2].Key.Kind = 2 // Pebble's merge kind
 		_, err := Run(newSliceIter(bad), opts(&memSink{}))
 		require.ErrorIs(t, err, ErrUnsupportedKind)
 	})
@@ -494,7 +495,7 @@ func TestRunErrors(t *testing.T) {
 	t.Run("cancel", func(t *testing.T) {
 		var many []entry
 		for k := 0; k < 3*cancelCheckInterval; k++ {
-			many = append(many, entry{key: base.InternalKey{UserKey: []byte(fmt.Sprintf("k%06d", k)), Seq: 1, Kind: base.KeyKindSet}})
+			many = append(many, entry{Key: base.InternalKey{UserKey: []byte(fmt.Sprintf("k%06d", k)), Seq: 1, Kind: base.KeyKindSet}})
 		}
 		cancel := make(chan struct{})
 		close(cancel)
@@ -519,7 +520,7 @@ func TestRunErrors(t *testing.T) {
 func gpKeys(n int) []entry {
 	es := make([]entry, n)
 	for i := range es {
-		es[i] = entry{key: base.InternalKey{UserKey: []byte(fmt.Sprintf("k%03d", i)), Seq: uint64(i + 1), Kind: base.KeyKindSet}, value: []byte("vvvvvvvv")}
+		es[i] = entry{Key: base.InternalKey{UserKey: []byte(fmt.Sprintf("k%03d", i)), Seq: uint64(i + 1), Kind: base.KeyKindSet}, Value: []byte("vvvvvvvv")}
 	}
 	return es
 }

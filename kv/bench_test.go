@@ -8,6 +8,8 @@ import (
 
 	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/manifest"
+	"github.com/adaptkv/adaptkv/internal/merging"
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
@@ -290,12 +292,12 @@ func BenchmarkFlushCompactKnownNegatives(b *testing.B) {
 			var checks uint64
 			for b.Loop() {
 				var iters []base.Iterator
-				for _, t := range v.levels[compaction.NumLevels-1] {
+				for _, t := range v.Levels[manifest.NumLevels-1] {
 					it, err := db.newCompactionIter(t.FileNum)
 					require.NoError(b, err)
 					iters = append(iters, it)
 				}
-				in := compaction.NewMergingIter(iters...)
+				in := merging.NewIter(iters...)
 				before := db.Metrics().PreAdaptChecks
 				kn := db.buildNegatives()
 				metas, err := compaction.Run(in, compaction.RunOptions{

@@ -7,6 +7,7 @@ import (
 	iofs "io/fs"
 
 	"github.com/adaptkv/adaptkv/internal/atomicfile"
+	"github.com/adaptkv/adaptkv/internal/manifest"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -54,7 +55,7 @@ func (db *DB) Checkpoint(dir string) (err error) {
 			err = fmt.Errorf("kv: checkpoint %s: %w", dir, err)
 		}
 	}()
-	for _, level := range v.levels {
+	for _, level := range v.Levels {
 		for _, t := range level {
 			if err := vfs.LinkOrCopy(fs, fs.PathJoin(db.dir, tableFileName(t.FileNum)), fs.PathJoin(dir, tableFileName(t.FileNum))); err != nil {
 				return err
@@ -74,7 +75,7 @@ func (db *DB) Checkpoint(dir string) (err error) {
 	}
 	// No WAL: the log number is one no file has, so Open replays none.
 	const manifestNum = 1
-	m, err := createManifest(fs, dir, manifestNum, snapshotEdit(v.levels, nextFile, nextFile+1, lastSeq))
+	m, err := createManifest(fs, dir, manifestNum, manifest.SnapshotEdit(v.Levels, nextFile, nextFile+1, lastSeq))
 	if err != nil {
 		return err
 	}

@@ -66,7 +66,7 @@ func TestGetRacingCloseCompletes(t *testing.T) {
 	g := newGateFS(mem)
 	db, err = Open("db", &Options{FS: g, MaxOpenFiles: 1})
 	require.NoError(t, err)
-	l0 := db.mu.current.levels[0]
+	l0 := db.mu.current.Levels[0]
 	require.Len(t, l0, 2)
 	// The background pass after Open warms the oldest table only.
 	g.target.Store(tableFileName(l0[len(l0)-1].FileNum))
@@ -172,7 +172,7 @@ func manyTablesDB(t *testing.T, cfs *fileCountFS, n, maxOpen int) *DB {
 		require.NoError(t, db.Set(fmt.Appendf(nil, "key%05d", i), []byte("value-value-value"), NoSync))
 	}
 	require.NoError(t, db.Compact(nil, nil))
-	require.Greater(t, len(db.mu.current.levels[6]), 3)
+	require.Greater(t, len(db.mu.current.Levels[6]), 3)
 	require.NoError(t, db.Close())
 	require.Zero(t, cfs.open.Load())
 	db, err = Open("db", opts)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/manifest"
+	"github.com/adaptkv/adaptkv/internal/merging"
 	"github.com/adaptkv/adaptkv/internal/rangedel"
 	"github.com/adaptkv/adaptkv/sstable"
 )
@@ -71,12 +73,12 @@ func (db *DB) startCompactions() {
 		v := db.currentVersion()
 		busy := func(fn uint64) bool { return db.compact.busy[fn] }
 		opts := db.compactionOptions()
-		plan := compaction.Pick(v.levels, opts, busy)
+		plan := compaction.Pick(v.Levels, opts, busy)
 		var outNum uint64 // an intra-L0 compaction's output
 		if plan != nil && plan.IsIntraL0() {
 			if outNum = db.reserveIntraL0Output(v); outNum == 0 {
 				opts.IntraL0Ratio = 0
-				plan = compaction.Pick(v.levels, opts, busy)
+				plan = compaction.Pick(v.Levels, opts, busy)
 			}
 		}
 		if plan == nil {
@@ -138,7 +140,7 @@ func (db *DB) bookLocked(plan *compaction.Plan, start bool) {
 
 // reserveIntraL0Output returns the file number of an intra-L0
 // compaction's output picked from v, or 0 when it may not run now: L0 is
-// read newest first by file number (applyEdit), so the output must number
+// read newest first by file number (manifest.Apply), so the output must number
 // above its inputs and below every flush whose table is not in v. It may
 // run when v is still the current version and no flush is under way
 // (flushLoop marks it under db.mu before its outputs take numbers): then
@@ -221,7 +223,7 @@ func (db *DB) writeCompaction(plan *compaction.Plan, v *version, outNum uint64, 
 	if err != nil {
 		return nil, err
 	}
-	in := compaction.NewMergingIter(iters...)
+	in := merging.NewIter(iters...)
 	rangeDels, err := db.rangeDelsOf(plan.Tables())
 	if err != nil {
 		in.Close()
@@ -252,8 +254,8 @@ func (db *DB) writeCompaction(plan *compaction.Plan, v *version, outNum uint64, 
 	// tombstones and sequence numbers: older versions of its keys are in
 	// the levels below.
 	if !plan.IsIntraL0() {
-		ropts.TargetFileSize, ropts.Grandparents = db.opts.TargetFileSize, plan.Grandparents(v.levels)
-		bottommost := plan.IsBottommost(v.levels)
+		ropts.TargetFileSize, ropts.Grandparents = db.opts.TargetFileSize, plan.Grandparents(v.Levels)
+		bottommost := plan.IsBottommost(v.Levels)
 		ropts.DropTombstones, ropts.ZeroSeqs = bottommost, bottommost
 	}
 	metas, err := compaction.Run(in, ropts)
@@ -277,18 +279,18 @@ func (db *DB) writeCompaction(plan *compaction.Plan, v *version, outNum uint64, 
 
 // compactionEdit deletes the plan's tables and adds metas to its output
 // level.
-func compactionEdit(plan *compaction.Plan, metas []*base.TableMeta) *versionEdit {
-	edit := &versionEdit{}
+func compactionEdit(plan *compaction.Plan, metas []*base.TableMeta) *manifest.VersionEdit {
+	edit := &manifest.VersionEdit{}
 	for _, t := range plan.Inputs {
-		edit.deleted = append(edit.deleted, deletedTable{level: plan.Level, fileNum: t.FileNum})
+		edit.Deleted = append(edit.Deleted, manifest.DeletedTable{Level: plan.Level, FileNum: t.FileNum})
 	}
 	if plan.OutputLevel != plan.Level {
 		for _, t := range plan.Overlapping {
-			edit.deleted = append(edit.deleted, deletedTable{level: plan.OutputLevel, fileNum: t.FileNum})
+			edit.Deleted = append(edit.Deleted, manifest.DeletedTable{Level: plan.OutputLevel, FileNum: t.FileNum})
 		}
 	}
 	for _, m := range metas {
-		edit.added = append(edit.added, addedTable{level: plan.OutputLevel, meta: m})
+		edit.Added = append(edit.Added, manifest.NewTable{Level: plan.OutputLevel, Meta: m})
 	}
 	return edit
 }
@@ -307,9 +309,9 @@ func isMove(plan *compaction.Plan) bool {
 // its filter and its adaptive state stay as they are.
 func (db *DB) moveTable(plan *compaction.Plan) error {
 	t := plan.Inputs[0]
-	edit := &versionEdit{
-		deleted: []deletedTable{{level: plan.Level, fileNum: t.FileNum}},
-		added:   []addedTable{{level: plan.OutputLevel, meta: t}},
+	edit := &manifest.VersionEdit{
+		Deleted: []manifest.DeletedTable{{Level: plan.Level, FileNum: t.FileNum}},
+		Added:   []manifest.NewTable{{Level: plan.OutputLevel, Meta: t}},
 	}
 	if err := db.logAndApply(edit, nil); err != nil {
 		return err
@@ -409,7 +411,7 @@ func (db *DB) warmTables(fns ...uint64) {
 	// already replaced is not opened.
 	v := db.currentVersion()
 	defer v.unref()
-	for _, ts := range v.levels {
+	for _, ts := range v.Levels {
 		for _, t := range ts {
 			if slices.Contains(fns, t.FileNum) {
 				db.warmTable(t.FileNum)
@@ -468,14 +470,14 @@ func (db *DB) Compact(start, end []byte) error {
 	db.compact.manualMu.Lock()
 	defer db.compact.manualMu.Unlock()
 	defer db.pauseCompactions()()
-	for level := 0; level < compaction.NumLevels; level++ {
+	for level := 0; level < manifest.NumLevels; level++ {
 		if db.closed.Load() {
 			return ErrClosed
 		}
 		v := db.currentVersion()
-		plan, err := compaction.TryPickRange(v.levels, level, start, end, nil)
+		plan, err := compaction.TryPickRange(v.Levels, level, start, end, nil)
 		if plan != nil {
-			plan.SkipEmptyLevels(v.levels, nil) // no table is busy (see above)
+			plan.SkipEmptyLevels(v.Levels, nil) // no table is busy (see above)
 		}
 		if err != nil {
 			v.unref()

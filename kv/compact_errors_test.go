@@ -47,7 +47,7 @@ func TestCompactCanceledByClose(t *testing.T) {
 	}
 	require.NoError(t, db.Set([]byte("zz"), []byte("v"), NoSync))
 	require.NoError(t, db.Flush())
-	l0 := db.mu.current.levels[0]
+	l0 := db.mu.current.Levels[0]
 	require.Len(t, l0, 2)
 	// Wait until both tables are in the table cache: the next Open of the
 	// newest one is the compaction's, for its input.

@@ -8,6 +8,8 @@ import (
 
 	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/manifest"
+	"github.com/adaptkv/adaptkv/internal/merging"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 )
@@ -175,7 +177,7 @@ func TestWriteAmplificationMetrics(t *testing.T) {
 	defer db.Close()
 	m := db.Metrics()
 	require.Zero(t, m.WriteAmplification())
-	require.Equal(t, compaction.NumLevels-1, m.BaseLevel, "an empty store compacts L0 into the last level")
+	require.Equal(t, manifest.NumLevels-1, m.BaseLevel, "an empty store compacts L0 into the last level")
 	for i := range 20_000 {
 		require.NoError(t, db.Set(fmt.Appendf(nil, "key%06d", (i*7919)%20_000), make([]byte, 40), NoSync))
 	}
@@ -317,7 +319,7 @@ func TestFlushSplit(t *testing.T) {
 			}
 			require.NoError(t, db.Compact(nil, nil))
 			v := db.currentVersion()
-			splits := compaction.FlushSplitKeys(v.levels, db.compactionOptions())
+			splits := compaction.FlushSplitKeys(v.Levels, db.compactionOptions())
 			v.unref()
 			require.Greater(t, len(splits), 4, "a base level of several tables")
 			for i := 20_000; i < 22_000; i++ {
@@ -325,7 +327,7 @@ func TestFlushSplit(t *testing.T) {
 			}
 			require.NoError(t, db.Flush())
 			v = db.currentVersion()
-			l0 := v.levels[0]
+			l0 := v.Levels[0]
 			v.unref()
 			if split < 0 {
 				require.Len(t, l0, 1)
@@ -375,7 +377,7 @@ func TestMetricsReadAmp(t *testing.T) {
 	require.NoError(t, db.Compact(nil, nil))
 	m = db.Metrics()
 	require.Zero(t, m.Levels[0].Sublevels)
-	require.Equal(t, 1, m.Levels[compaction.NumLevels-1].Sublevels)
+	require.Equal(t, 1, m.Levels[manifest.NumLevels-1].Sublevels)
 	require.Equal(t, 1, m.ReadAmp())
 	_, err = db.Get([]byte("k101"))
 	require.ErrorIs(t, err, ErrNotFound)
@@ -405,10 +407,10 @@ func TestCompactionInputsByLevel(t *testing.T) {
 	}
 	v := db.currentVersion()
 	defer v.unref()
-	l0, l6 := v.levels[0], v.levels[compaction.NumLevels-1]
+	l0, l6 := v.Levels[0], v.Levels[manifest.NumLevels-1]
 	require.Len(t, l0, 2)
 	require.Greater(t, len(l6), 5, "enough tables in the level to concatenate")
-	plan := &compaction.Plan{Level: 0, OutputLevel: compaction.NumLevels - 1, Inputs: l0, Overlapping: l6}
+	plan := &compaction.Plan{Level: 0, OutputLevel: manifest.NumLevels - 1, Inputs: l0, Overlapping: l6}
 
 	iters, err := db.compactionInputs(plan)
 	require.NoError(t, err)
@@ -419,7 +421,7 @@ func TestCompactionInputsByLevel(t *testing.T) {
 		require.NoError(t, err)
 		each = append(each, it)
 	}
-	got, want := compaction.NewMergingIter(iters...), compaction.NewMergingIter(each...)
+	got, want := merging.NewIter(iters...), merging.NewIter(each...)
 	n := 0
 	okGot, okWant := got.First(), want.First()
 	for ; okGot && okWant; okGot, okWant = got.Next(), want.Next() {
@@ -463,11 +465,11 @@ func TestBottommostSeqsZeroed(t *testing.T) {
 	bottom := func() map[string][]version {
 		v := db.currentVersion()
 		defer v.unref()
-		for l := 0; l < compaction.NumLevels-1; l++ {
-			require.Empty(t, v.levels[l], "L%d after Compact", l)
+		for l := 0; l < manifest.NumLevels-1; l++ {
+			require.Empty(t, v.Levels[l], "L%d after Compact", l)
 		}
 		got := map[string][]version{}
-		for _, m := range v.levels[compaction.NumLevels-1] {
+		for _, m := range v.Levels[manifest.NumLevels-1] {
 			it, err := db.newCompactionIter(m.FileNum)
 			require.NoError(t, err)
 			for ok := it.First(); ok; ok = it.Next() {

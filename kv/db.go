@@ -12,6 +12,7 @@ import (
 	"github.com/adaptkv/adaptkv/filterpolicy"
 	"github.com/adaptkv/adaptkv/internal/atomicfile"
 	"github.com/adaptkv/adaptkv/internal/directio"
+	"github.com/adaptkv/adaptkv/internal/manifest"
 	"github.com/adaptkv/adaptkv/kv/internal/knownneg"
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
 	"github.com/adaptkv/adaptkv/kv/internal/striped"
@@ -406,7 +407,7 @@ func (db *DB) warmLiveTables() {
 	v := db.currentVersion()
 	defer v.unref()
 	n := 0
-	for _, ts := range v.levels {
+	for _, ts := range v.Levels {
 		for _, t := range ts {
 			if n >= db.opts.MaxOpenFiles {
 				return
@@ -427,30 +428,30 @@ func (db *DB) warmLiveTables() {
 // logAndApply writes edit to the manifest (fsynced) and installs the version
 // it yields. install, if non-nil, runs under db.mu in the same critical
 // section (so readers see the memtable leave and its table arrive at once).
-func (db *DB) logAndApply(edit *versionEdit, install func()) error {
+func (db *DB) logAndApply(edit *manifest.VersionEdit, install func()) error {
 	db.manifest.mu.Lock()
 	defer db.manifest.mu.Unlock()
 	db.mu.Lock()
 	cur := db.mu.current
 	logNum := db.mu.logNum
 	db.mu.Unlock()
-	levels, err := applyEdit(cur.levels, edit)
+	levels, err := manifest.Apply(cur.Levels, edit)
 	if err != nil {
 		return err
 	}
-	if edit.hasLogNum {
-		logNum = edit.logNum
+	if edit.HasLogNum {
+		logNum = edit.LogNum
 	}
-	edit.hasNextFile, edit.nextFileNum = true, db.nextFileNum.Load()
-	edit.hasLastSeq, edit.lastSeq = true, db.lastSeq.Load()
-	if len(edit.added) > 0 {
+	edit.HasNextFile, edit.NextFileNum = true, db.nextFileNum.Load()
+	edit.HasLastSeq, edit.LastSeq = true, db.lastSeq.Load()
+	if len(edit.Added) > 0 {
 		if err := syncDir(db.fs, db.dir); err != nil {
 			return db.setBGErr(err)
 		}
 	}
 	if db.manifest.w.size >= maxManifestSize {
 		num := db.allocFileNum()
-		m, err := createManifest(db.fs, db.dir, num, snapshotEdit(levels, logNum, db.nextFileNum.Load(), db.lastSeq.Load()))
+		m, err := createManifest(db.fs, db.dir, num, manifest.SnapshotEdit(levels, logNum, db.nextFileNum.Load(), db.lastSeq.Load()))
 		if err != nil {
 			return db.setBGErr(err)
 		}

@@ -40,7 +40,7 @@ func liveTables(db *DB) map[uint64]bool {
 	live := map[uint64]bool{}
 	v := db.currentVersion()
 	defer v.unref()
-	for _, ts := range v.levels {
+	for _, ts := range v.Levels {
 		for _, tm := range ts {
 			live[tm.FileNum] = true
 		}

@@ -48,7 +48,7 @@
 // existing ones by a background pass after Open); a table's adaptive filter
 // state is saved when the cache closes it and on Close (a ReadOnly store
 // loads it but never saves it). Iterators merge the memtables and
-// tables (compaction.NewMergingIter) and see an implicit snapshot.
+// tables (merging.NewIter) and see an implicit snapshot.
 //
 // # Filter policy
 //

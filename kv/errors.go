@@ -26,8 +26,8 @@ var (
 	// ErrBatchTooLarge is returned by Apply for a batch over MaxBatchSize.
 	ErrBatchTooLarge = errors.New("kv: batch too large")
 	// ErrClosed is returned by every method of a closed DB, Snapshot or
-	// Iterator. It is the module's one closed error: sstable.ErrClosed and
-	// compaction.ErrClosed are this value.
+	// Iterator. It is the module's one closed error: sstable.ErrClosed is
+	// this value.
 	ErrClosed = base.ErrClosed
 	// ErrLocked is returned by Open when another process (or another open DB
 	// in this process) holds the directory's lock.

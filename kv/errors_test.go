@@ -16,6 +16,7 @@ import (
 	"github.com/adaptkv/adaptkv/filter/prefix"
 	"github.com/adaptkv/adaptkv/filter/quotient"
 	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/adaptkv/adaptkv/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
@@ -250,7 +251,7 @@ func TestOneInvalidOptionsAndClosedError(t *testing.T) {
 		require.Same(t, ErrInvalidOptions, e, name)
 	}
 	require.Same(t, ErrClosed, sstable.ErrClosed)
-	require.Same(t, ErrClosed, compaction.ErrClosed)
+	require.Same(t, ErrClosed, base.ErrClosed)
 	require.NotErrorIs(t, ErrInvalidOptions, ErrClosed)
 
 	// A filter kind's own range check (adaptive's RemainderBits), through the

@@ -76,7 +76,7 @@ func TestEventListener(t *testing.T) {
 	require.NoError(t, db.Compact(nil, nil))
 	m := db.Metrics()
 	live := map[uint64]bool{}
-	for _, level := range db.currentVersion().levels {
+	for _, level := range db.currentVersion().Levels {
 		for _, tb := range level {
 			live[tb.FileNum] = true
 		}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/manifest"
+	"github.com/adaptkv/adaptkv/internal/merging"
 	"github.com/adaptkv/adaptkv/internal/rangedel"
 )
 
@@ -62,9 +64,9 @@ func (db *DB) flushLoop() {
 // l0StalledLocked reports whether L0 is too deep (or holds too many
 // tables) for another flush: see Options.L0StopWritesThreshold.
 func (db *DB) l0StalledLocked() bool {
-	l0 := db.mu.current.levels[0]
+	l0 := db.mu.current.Levels[0]
 	return len(l0) >= 2*db.opts.L0CompactionFileThreshold ||
-		len(l0) >= db.opts.L0StopWritesThreshold && compaction.L0Depth(l0, nil) >= db.opts.L0StopWritesThreshold
+		len(l0) >= db.opts.L0StopWritesThreshold && manifest.L0Depth(l0, nil) >= db.opts.L0StopWritesThreshold
 }
 
 // holdFlushLocked reports whether flushLoop should keep the one queued
@@ -76,7 +78,7 @@ func (db *DB) l0StalledLocked() bool {
 func (db *DB) holdFlushLocked() bool {
 	d := db.opts.MergeFlushL0Depth
 	return d > 0 && len(db.mu.imm) == 1 && db.opts.MaxImmutableMemTables >= 2 &&
-		db.mu.flushWaiters == 0 && compaction.L0Depth(db.mu.current.levels[0], nil) >= d
+		db.mu.flushWaiters == 0 && manifest.L0Depth(db.mu.current.Levels[0], nil) >= d
 }
 
 // flushMemtables writes the memtables ms (the oldest queued, in order)
@@ -96,7 +98,7 @@ func (db *DB) flushMemtables(ms []*memEntry, nextLog uint64) (err error) {
 			f(info)
 		}
 	}()
-	edit := &versionEdit{hasLogNum: true, logNum: nextLog}
+	edit := &manifest.VersionEdit{HasLogNum: true, LogNum: nextLog}
 	var its []base.Iterator
 	var rangeDels []*rangedel.Set
 	for _, m := range ms {
@@ -112,7 +114,7 @@ func (db *DB) flushMemtables(ms []*memEntry, nextLog uint64) (err error) {
 		}
 		info.Output = tableInfos(metas)
 		for _, meta := range metas {
-			edit.added = append(edit.added, addedTable{level: 0, meta: meta})
+			edit.Added = append(edit.Added, manifest.NewTable{Level: 0, Meta: meta})
 			// Opened before the install, so that
 			// no read meets an unopened table and no version is held
 			// after it: a version held past the install kept a table a
@@ -136,8 +138,8 @@ func (db *DB) flushMemtables(ms []*memEntry, nextLog uint64) (err error) {
 		if len(ms) > 1 {
 			db.mergedFlushes.Add(1)
 		}
-		for _, a := range edit.added {
-			db.flushedBytes.Add(a.meta.Size)
+		for _, a := range edit.Added {
+			db.flushedBytes.Add(a.Meta.Size)
 		}
 		db.mu.stallCond.Broadcast()
 	})
@@ -155,17 +157,17 @@ func (db *DB) writeFlush(its []base.Iterator, rds *rangedel.Set, jobID int) ([]*
 	var splits [][]byte
 	if db.opts.FlushSplitBytes > 0 {
 		v := db.currentVersion()
-		splits = compaction.FlushSplitKeys(v.levels, db.compactionOptions())
+		splits = compaction.FlushSplitKeys(v.Levels, db.compactionOptions())
 		v.unref()
 	}
-	var it base.Iterator = compaction.NewMergingIter() // none: range tombstones only
+	var it base.Iterator = merging.NewIter() // none: range tombstones only
 	if len(its) > 0 {
 		it = its[0]
 	}
 	if len(its) > 1 {
 		// Sequence numbers grow from each memtable to the next, so
 		// merging by internal key keeps every version in order.
-		it = compaction.NewMergingIter(its...)
+		it = merging.NewIter(its...)
 	}
 	metas, err := db.writeTables(it, rds, splits, uint64(db.opts.FlushSplitBytes), jobID, "flushing")
 	_ = it.Close() // memtable iterators hold nothing and cannot fail

@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/adaptkv/adaptkv/compaction"
+	"github.com/adaptkv/adaptkv/internal/manifest"
 	"github.com/adaptkv/adaptkv/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -48,8 +48,8 @@ func (db *DB) Tables() ([]TableStats, error) {
 	v := db.currentVersion()
 	defer v.unref()
 	var out []TableStats
-	for lvl := 0; lvl < compaction.NumLevels; lvl++ {
-		ts := v.levels[lvl]
+	for lvl := 0; lvl < manifest.NumLevels; lvl++ {
+		ts := v.Levels[lvl]
 		for i := range ts {
 			t := ts[i]
 			if lvl == 0 {
@@ -111,7 +111,7 @@ func (db *DB) Check() (CheckReport, error) {
 	}
 	v := db.currentVersion()
 	defer v.unref()
-	for _, ts := range v.levels {
+	for _, ts := range v.Levels {
 		for _, t := range ts {
 			path := db.fs.PathJoin(db.dir, tableFileName(t.FileNum))
 			r, err := sstable.Open(db.fs, path, sstable.ReaderOptions{FileNum: t.FileNum,
@@ -166,14 +166,14 @@ type ManifestTable struct {
 // crash leaves unacknowledged, is left out; other damage is ErrCorruption).
 // It reads the files only: it takes no lock and needs no Open.
 func ReadManifest(fs vfs.FS, dir string) (name string, edits []ManifestEdit, err error) {
-	st, err := readManifestWith(fs, dir, func(e *versionEdit) {
-		me := ManifestEdit{HasLogNum: e.hasLogNum, HasNextFileNum: e.hasNextFile, HasLastSeq: e.hasLastSeq,
-			LogNum: e.logNum, NextFileNum: e.nextFileNum, LastSeq: e.lastSeq}
-		for _, d := range e.deleted {
-			me.Deleted = append(me.Deleted, ManifestTable{Level: d.level, TableInfo: TableInfo{FileNum: d.fileNum}})
+	st, err := readManifestWith(fs, dir, func(e *manifest.VersionEdit) {
+		me := ManifestEdit{HasLogNum: e.HasLogNum, HasNextFileNum: e.HasNextFile, HasLastSeq: e.HasLastSeq,
+			LogNum: e.LogNum, NextFileNum: e.NextFileNum, LastSeq: e.LastSeq}
+		for _, d := range e.Deleted {
+			me.Deleted = append(me.Deleted, ManifestTable{Level: d.Level, TableInfo: TableInfo{FileNum: d.FileNum}})
 		}
-		for _, a := range e.added {
-			me.Added = append(me.Added, ManifestTable{Level: a.level, TableInfo: tableInfo(a.meta), RangeDels: a.meta.HasRangeDels})
+		for _, a := range e.Added {
+			me.Added = append(me.Added, ManifestTable{Level: a.Level, TableInfo: tableInfo(a.Meta), RangeDels: a.Meta.HasRangeDels})
 		}
 		edits = append(edits, me)
 	})

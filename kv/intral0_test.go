@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/adaptkv/adaptkv/compaction"
+	"github.com/adaptkv/adaptkv/internal/manifest"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 )
@@ -203,7 +204,7 @@ func TestIntraL0ConcurrentWriters(t *testing.T) {
 		deep := func() bool {
 			db.mu.Lock()
 			defer db.mu.Unlock()
-			return db.l0StalledLocked() || compaction.L0Depth(db.mu.current.levels[0], func(fn uint64) bool { return inputs[fn] }) >= 4
+			return db.l0StalledLocked() || manifest.L0Depth(db.mu.current.Levels[0], func(fn uint64) bool { return inputs[fn] }) >= 4
 		}
 		for deadline := time.Now().Add(10 * time.Second); !deep() && time.Now().Before(deadline); {
 			select {
@@ -290,7 +291,7 @@ func TestIntraL0OutputReservation(t *testing.T) {
 	v := db.currentVersion()
 	num := db.reserveIntraL0Output(v)
 	require.NotZero(t, num)
-	for _, ts := range v.levels {
+	for _, ts := range v.Levels {
 		for _, tb := range ts {
 			require.Greater(t, num, tb.FileNum)
 		}

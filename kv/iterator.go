@@ -6,8 +6,8 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/merging"
 	"github.com/adaptkv/adaptkv/internal/rangedel"
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
 )
@@ -63,7 +63,7 @@ type iterState struct {
 
 	// merging is the merged internal iterator (held by value and called
 	// directly: no dynamic call between the Iterator and it).
-	merging compaction.MergingIter
+	merging merging.Iter
 
 	// Reused between iterators.
 	levels             []levelIter // one per L0 table, one per level below
@@ -202,8 +202,8 @@ func (i *Iterator) Clone() (*Iterator, error) {
 // tables only when a positioning call reaches them.
 func (s *iterState) build() error {
 	v := s.rs.v
-	l0 := v.levels[0]
-	n := len(l0) + len(v.belowL0)
+	l0 := v.Levels[0]
+	n := len(l0) + len(v.BelowL0)
 	if cap(s.levels) < n {
 		s.levels = make([]levelIter, 0, n) // pointers into it go to children
 	}
@@ -237,7 +237,7 @@ func (s *iterState) build() error {
 			addLevel(l0[i : i+1])
 		}
 	}
-	for _, ts := range v.belowL0 {
+	for _, ts := range v.BelowL0 {
 		addLevel(withinBounds(ts, s.lower, s.upper))
 	}
 	s.children, s.withRangeDels = children, withRangeDels

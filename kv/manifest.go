@@ -2,15 +2,15 @@ package kv
 
 // The manifest file: appending version edits (manifestWriter), reading the
 // state back at Open (readManifest), and CURRENT, which names the live
-// manifest. What an edit holds is versionedit.go.
+// manifest. What an edit holds is internal/manifest.
 
 import (
 	"fmt"
 	"strings"
 
-	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/internal/atomicfile"
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/manifest"
 	"github.com/cockroachdb/pebble/v2/record"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -29,11 +29,11 @@ type manifestWriter struct {
 // durable, so the writer is poisoned: nothing more is written (close only
 // closes the file) and the caller must neither install the edit nor delete
 // the files it adds; the next Open settles which state is on disk.
-func (m *manifestWriter) write(e *versionEdit) error {
+func (m *manifestWriter) write(e *manifest.VersionEdit) error {
 	if m.failed != nil {
 		return fmt.Errorf("kv: an earlier manifest write failed: %w", m.failed)
 	}
-	_, err := m.w.WriteRecord(e.encode())
+	_, err := m.w.WriteRecord(e.Encode())
 	if err == nil {
 		err = m.w.Flush()
 	}
@@ -74,7 +74,7 @@ func syncDir(fs vfs.FS, dir string) error { return atomicfile.SyncDir(fs, dir) }
 // manifestState is what recovery reads from the manifest.
 type manifestState struct {
 	manifestNum uint64
-	levels      [compaction.NumLevels][]*base.TableMeta
+	levels      [manifest.NumLevels][]*base.TableMeta
 	logNum      uint64
 	nextFileNum uint64
 	lastSeq     uint64
@@ -94,7 +94,7 @@ func readManifest(fs vfs.FS, dir string) (*manifestState, error) {
 
 // readManifestWith is readManifest that also hands each applied edit to
 // onEdit (nil: none), in order.
-func readManifestWith(fs vfs.FS, dir string, onEdit func(*versionEdit)) (*manifestState, error) {
+func readManifestWith(fs vfs.FS, dir string, onEdit func(*manifest.VersionEdit)) (*manifestState, error) {
 	cur, err := readFile(fs, fs.PathJoin(dir, currentFileName))
 	if err != nil {
 		return nil, err
@@ -112,21 +112,21 @@ func readManifestWith(fs vfs.FS, dir string, onEdit func(*versionEdit)) (*manife
 	st := &manifestState{manifestNum: num, torn: -1}
 	nrec := 0
 	err = readLog(data, func(rec []byte) error {
-		e, err := decodeEdit(rec)
+		e, err := manifest.DecodeEdit(rec)
 		if err != nil {
 			return err
 		}
 		nrec++
-		if e.hasLogNum {
-			st.logNum = e.logNum
+		if e.HasLogNum {
+			st.logNum = e.LogNum
 		}
-		if e.hasNextFile {
-			st.nextFileNum = e.nextFileNum
+		if e.HasNextFile {
+			st.nextFileNum = e.NextFileNum
 		}
-		if e.hasLastSeq {
-			st.lastSeq = e.lastSeq
+		if e.HasLastSeq {
+			st.lastSeq = e.LastSeq
 		}
-		st.levels, err = applyEdit(st.levels, e)
+		st.levels, err = manifest.Apply(st.levels, e)
 		if err == nil && onEdit != nil {
 			onEdit(e)
 		}
@@ -148,7 +148,7 @@ func readManifestWith(fs vfs.FS, dir string, onEdit func(*versionEdit)) (*manife
 }
 
 // createManifest writes a new manifest holding e and makes it current.
-func createManifest(fs vfs.FS, dir string, num uint64, e *versionEdit) (*manifestWriter, error) {
+func createManifest(fs vfs.FS, dir string, num uint64, e *manifest.VersionEdit) (*manifestWriter, error) {
 	f, err := fs.Create(fs.PathJoin(dir, manifestFileName(num)), vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return nil, err

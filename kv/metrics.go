@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/adaptkv/adaptkv/compaction"
+	"github.com/adaptkv/adaptkv/internal/manifest"
 )
 
 // LevelMetrics describe one level of the tree.
@@ -16,7 +17,7 @@ type LevelMetrics struct {
 	// Size is the bytes of those tables' files.
 	Size uint64
 	// Sublevels is the level's read amplification: for L0 the most L0
-	// tables whose key ranges hold one key (compaction.L0Depth, the depth
+	// tables whose key ranges hold one key (manifest.L0Depth, the depth
 	// Pebble's L0 score counts; Pebble's own Sublevels counts its L0
 	// sublevels, which can be more), for L1..L6 1 when the level holds
 	// tables and 0 when it is empty.
@@ -133,7 +134,7 @@ type Metrics struct {
 	// BaseLevel is the level L0 compacts into (compaction.BaseLevel).
 	BaseLevel int
 	// Levels describe L0..L6.
-	Levels [compaction.NumLevels]LevelMetrics
+	Levels [manifest.NumLevels]LevelMetrics
 }
 
 // WriteAmplification is the table bytes written (flushes and compactions)
@@ -171,11 +172,11 @@ func (db *DB) Metrics() Metrics {
 	defer v.unref()
 	var m Metrics
 	var live []uint64
-	for lvl, ts := range v.levels {
+	for lvl, ts := range v.Levels {
 		m.Levels[lvl].NumFiles = len(ts)
 		switch {
 		case lvl == 0:
-			m.Levels[lvl].Sublevels = compaction.L0Depth(ts, nil)
+			m.Levels[lvl].Sublevels = manifest.L0Depth(ts, nil)
 		case len(ts) > 0:
 			m.Levels[lvl].Sublevels = 1
 		}
@@ -188,8 +189,8 @@ func (db *DB) Metrics() Metrics {
 	m.Gets = uint64(db.gets.Load())
 	m.BytesFlushed = db.flushedBytes.Load()
 	m.BytesCompactedIn, m.BytesCompacted = db.compactedReadBytes.Load(), db.compactedBytes.Load()
-	m.CompactionDebt = compaction.Debt(v.levels, db.compactionOptions())
-	m.BaseLevel, _ = compaction.BaseLevel(v.levels, db.compactionOptions())
+	m.CompactionDebt = compaction.Debt(v.Levels, db.compactionOptions())
+	m.BaseLevel, _ = compaction.BaseLevel(v.Levels, db.compactionOptions())
 	m.FilterChecks = sum.FilterChecks
 	m.FilterNegatives = sum.FilterNegatives
 	m.FalsePositiveProbes = sum.FalsePositiveProbes

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/filter"
 	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/adaptkv/adaptkv/internal/manifest"
 	"github.com/adaptkv/adaptkv/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
@@ -66,7 +66,7 @@ func TestOpenRejectsForeignFilterPolicy(t *testing.T) {
 // with every key intact.
 func TestTableFormat(t *testing.T) {
 	fs := vfs.NewMem()
-	formats := func(db *DB) map[sstable.Format]int { return tableFormats(t, db, 0, compaction.NumLevels) }
+	formats := func(db *DB) map[sstable.Format]int { return tableFormats(t, db, 0, manifest.NumLevels) }
 	write := func(db *DB, from, to int) {
 		for i := from; i < to; i++ {
 			require.NoError(t, db.Set(fmt.Appendf(nil, "k%06d", i), fmt.Appendf(nil, "v%d", i), NoSync))
@@ -112,7 +112,7 @@ func tableFormats(t *testing.T, db *DB, from, to int) map[sstable.Format]int {
 	v := db.currentVersion()
 	defer v.unref()
 	out := map[sstable.Format]int{}
-	for _, ts := range v.levels[from:to] {
+	for _, ts := range v.Levels[from:to] {
 		for _, tm := range ts {
 			h, err := db.tc.get(tm.FileNum)
 			require.NoError(t, err)
@@ -146,9 +146,9 @@ func TestFlushWritesRowBlocks(t *testing.T) {
 		l0 := tableFormats(t, db, 0, 1)
 		require.Positive(t, l0[want])
 		require.Len(t, l0, 1, "every L0 table in %v", want)
-		require.Empty(t, tableFormats(t, db, 1, compaction.NumLevels), "no compaction ran")
+		require.Empty(t, tableFormats(t, db, 1, manifest.NumLevels), "no compaction ran")
 		require.NoError(t, db.Compact(nil, nil))
-		require.Equal(t, []sstable.Format{sstable.FormatColumnar}, slices.Collect(maps.Keys(tableFormats(t, db, 0, compaction.NumLevels))), "compaction outputs")
+		require.Equal(t, []sstable.Format{sstable.FormatColumnar}, slices.Collect(maps.Keys(tableFormats(t, db, 0, manifest.NumLevels))), "compaction outputs")
 		for i := range 3000 {
 			got, err := db.Get(fmt.Appendf(nil, "k%06d", i))
 			require.NoError(t, err)

@@ -151,7 +151,7 @@ func TestDeleteRangeLifecycle(t *testing.T) {
 	// are gone: one table of the live keys.
 	db.mu.Lock()
 	var tables, withRangeDels int
-	for _, ts := range db.mu.current.levels {
+	for _, ts := range db.mu.current.Levels {
 		for _, tm := range ts {
 			tables++
 			if tm.HasRangeDels {

@@ -240,8 +240,8 @@ func (db *DB) getIn(rs readView, key []byte) ([]byte, error) {
 	// L0 newest first: the sublevels from the top, in each the one table
 	// whose range may hold key (see l0Sublevels).
 	probed := false // some table was consulted: an absent key is recorded
-	for s := len(rs.v.l0Sublevels) - 1; s >= 0; s-- {
-		ts := rs.v.l0Sublevels[s]
+	for s := len(rs.v.L0Sublevels) - 1; s >= 0; s-- {
+		ts := rs.v.L0Sublevels[s]
 		i := sort.Search(len(ts), func(i int) bool { return bytes.Compare(ts[i].Largest.UserKey, key) >= 0 })
 		if i == len(ts) || bytes.Compare(ts[i].Smallest.UserKey, key) > 0 {
 			continue
@@ -254,7 +254,7 @@ func (db *DB) getIn(rs readView, key []byte) ([]byte, error) {
 	}
 	// Then one table per level (two if a key's versions end one table and
 	// start the next, which the compaction package never produces).
-	for _, ts := range rs.v.belowL0 {
+	for _, ts := range rs.v.BelowL0 {
 		i := sort.Search(len(ts), func(i int) bool { return bytes.Compare(ts[i].Largest.UserKey, key) >= 0 })
 		for ; i < len(ts) && bytes.Compare(ts[i].Smallest.UserKey, key) <= 0; i++ {
 			probed = true

@@ -12,8 +12,8 @@ import (
 	"os"
 	"slices"
 
-	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/manifest"
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -60,7 +60,7 @@ func (db *DB) recover() error {
 	walNum := db.allocFileNum()
 	manNum := db.allocFileNum()
 	m, err := createManifest(fs, dir, manNum,
-		snapshotEdit(levels, walNum, db.nextFileNum.Load(), db.lastSeq.Load()))
+		manifest.SnapshotEdit(levels, walNum, db.nextFileNum.Load(), db.lastSeq.Load()))
 	if err != nil {
 		return err
 	}
@@ -115,8 +115,8 @@ func (db *DB) installReadOnly(st *manifestState, mts []*memtable.MemTable) {
 
 // flushRecovered writes each non-empty replayed memtable as an L0 table
 // and returns levels with them added.
-func (db *DB) flushRecovered(levels [compaction.NumLevels][]*base.TableMeta, mts []*memtable.MemTable) ([compaction.NumLevels][]*base.TableMeta, error) {
-	var edit versionEdit
+func (db *DB) flushRecovered(levels [manifest.NumLevels][]*base.TableMeta, mts []*memtable.MemTable) ([manifest.NumLevels][]*base.TableMeta, error) {
+	var edit manifest.VersionEdit
 	for _, mt := range mts {
 		if mt.Empty() {
 			continue
@@ -125,12 +125,12 @@ func (db *DB) flushRecovered(levels [compaction.NumLevels][]*base.TableMeta, mts
 		if err != nil {
 			return levels, err
 		}
-		edit.added = append(edit.added, addedTable{level: 0, meta: meta})
+		edit.Added = append(edit.Added, manifest.NewTable{Level: 0, Meta: meta})
 	}
-	if len(edit.added) == 0 {
+	if len(edit.Added) == 0 {
 		return levels, nil
 	}
-	return applyEdit(levels, &edit)
+	return manifest.Apply(levels, &edit)
 }
 
 // readStoreState reads the state CURRENT names, or returns the empty state
@@ -300,7 +300,7 @@ func (db *DB) replayWALs(wals []uint64) ([]*memtable.MemTable, error) {
 // nothing refers to once levels, WAL walNum and manifest manNum are the
 // store's: older WALs and manifests, tables (and their state files) of no
 // level, temporary files. Failures are ignored: the next Open tries again.
-func deleteObsoleteFiles(fs vfs.FS, dir string, names []string, levels [compaction.NumLevels][]*base.TableMeta, walNum, manNum uint64) {
+func deleteObsoleteFiles(fs vfs.FS, dir string, names []string, levels [manifest.NumLevels][]*base.TableMeta, walNum, manNum uint64) {
 	live := make(map[uint64]bool)
 	for _, ts := range levels {
 		for _, t := range ts {

@@ -34,8 +34,8 @@ func TestMetricsCountTablesLeaving(t *testing.T) {
 	require.Equal(t, uint64(2000), before[0], "filter checks")
 
 	v := db.currentVersion()
-	require.Len(t, v.levels[0], 1)
-	fn := v.levels[0][0].FileNum
+	require.Len(t, v.Levels[0], 1)
+	fn := v.Levels[0][0].FileNum
 	v.unref()
 	h, err := db.tc.get(fn)
 	require.NoError(t, err)

@@ -1,59 +1,19 @@
 package kv
 
 import (
-	"bytes"
-	"slices"
 	"sync/atomic"
 
-	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/manifest"
 )
 
-// version is an immutable set of tables per level. Readers (Gets, iterators,
-// compactions) hold a reference while they use it; a table file is deleted
-// once no live version lists it.
+// version is a manifest.Version the store has installed. Readers (Gets,
+// iterators, compactions) hold a reference while they use it; a table file
+// is deleted once no live version lists it.
 type version struct {
-	levels [compaction.NumLevels][]*base.TableMeta
-	// l0Sublevels is L0 as Pebble's sublevels (see l0Sublevels), for point
-	// reads: one binary search per sublevel instead of a look at every L0
-	// table, which flush splitting multiplies.
-	l0Sublevels [][]*base.TableMeta
-	// belowL0 is levels 1.. that hold tables, top down: point reads and
-	// iterators visit only these (the levels above the base level hold
-	// none).
-	belowL0 [][]*base.TableMeta
-	refs    atomic.Int32
-	db      *DB
-}
-
-// l0Sublevels arranges L0 (oldest first) into sublevels, Pebble's scheme: a
-// table's sublevel is one above the highest sublevel of the older tables it
-// shares user keys with (0 if none). Tables of one sublevel never share a
-// user key (of two that did, the newer would sit above the older), so each
-// sublevel is a sorted run; and of the tables holding a key, a newer one is
-// always in a higher sublevel, so reading the sublevels from the top visits
-// them newest first. Each sublevel is sorted by smallest key.
-func l0Sublevels(l0 []*base.TableMeta) [][]*base.TableMeta {
-	sub := make([]int, len(l0))
-	var out [][]*base.TableMeta
-	for i, t := range l0 {
-		s := 0
-		for j, u := range l0[:i] {
-			if sub[j] >= s && bytes.Compare(u.Smallest.UserKey, t.Largest.UserKey) <= 0 &&
-				bytes.Compare(t.Smallest.UserKey, u.Largest.UserKey) <= 0 {
-				s = sub[j] + 1
-			}
-		}
-		sub[i] = s
-		for len(out) <= s {
-			out = append(out, nil)
-		}
-		out[s] = append(out[s], t)
-	}
-	for _, ts := range out {
-		slices.SortFunc(ts, func(a, b *base.TableMeta) int { return bytes.Compare(a.Smallest.UserKey, b.Smallest.UserKey) })
-	}
-	return out
+	manifest.Version
+	refs atomic.Int32
+	db   *DB
 }
 
 func (v *version) ref() { v.refs.Add(1) }
@@ -66,13 +26,8 @@ func (v *version) unref() {
 
 // newVersion registers a version (with one reference, for the caller) and
 // counts its tables.
-func (db *DB) newVersion(levels [compaction.NumLevels][]*base.TableMeta) *version {
-	v := &version{levels: levels, l0Sublevels: l0Sublevels(levels[0]), db: db}
-	for _, ts := range levels[1:] {
-		if len(ts) > 0 {
-			v.belowL0 = append(v.belowL0, ts)
-		}
-	}
+func (db *DB) newVersion(levels [manifest.NumLevels][]*base.TableMeta) *version {
+	v := &version{Version: manifest.NewVersion(levels), db: db}
 	v.refs.Store(1)
 	db.refs.mu.Lock()
 	for _, ts := range levels {
@@ -89,7 +44,7 @@ func (db *DB) newVersion(levels [compaction.NumLevels][]*base.TableMeta) *versio
 func (db *DB) releaseVersion(v *version) {
 	var obsolete []uint64
 	db.refs.mu.Lock()
-	for _, ts := range v.levels {
+	for _, ts := range v.Levels {
 		for _, t := range ts {
 			db.refs.count[t.FileNum]--
 			if db.refs.count[t.FileNum] <= 0 {

@@ -1,7 +1,8 @@
-package kv
+package manifest
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -31,7 +32,7 @@ func TestL0Sublevels(t *testing.T) {
 				lo = hi + 1 + rng.IntN(5)
 			}
 		}
-		subs := l0Sublevels(l0)
+		subs := L0Sublevels(l0)
 		var all []*base.TableMeta
 		for s, ts := range subs {
 			for i, tb := range ts {
@@ -58,7 +59,45 @@ func TestL0Sublevels(t *testing.T) {
 				}
 			}
 			require.Equal(t, want, got, "round %d key %d", round, k)
-			require.True(t, slices.IsSortedFunc(got, func(a, b uint64) int { return cmpU64(b, a) }))
+			require.True(t, slices.IsSortedFunc(got, func(a, b uint64) int { return cmp.Compare(b, a) }))
 		}
+	}
+}
+
+// table is an L0 table over user keys [lo, hi].
+func table(fileNum uint64, lo, hi string) *base.TableMeta {
+	return &base.TableMeta{FileNum: fileNum, Size: 1,
+		Smallest: base.InternalKey{UserKey: []byte(lo), Seq: 100, Kind: base.KeyKindSet},
+		Largest:  base.InternalKey{UserKey: []byte(hi), Seq: 1, Kind: base.KeyKindSet}}
+}
+
+// busySet reports the file numbers given as busy.
+func busySet(nums ...uint64) func(uint64) bool {
+	return func(n uint64) bool { return slices.Contains(nums, n) }
+}
+
+// TestL0Depth: the most tables holding one key, busy tables left out.
+func TestL0Depth(t *testing.T) {
+	require.Equal(t, 0, L0Depth(nil, nil))
+	l0 := []*base.TableMeta{table(1, "b", "d"), table(2, "d", "f"), table(3, "a", "z"), table(4, "g", "g")}
+	require.Equal(t, 3, L0Depth(l0, nil), "d is in 1, 2 and 3 (closed ranges)")
+	require.Equal(t, 2, L0Depth(l0, busySet(3)))
+	require.Equal(t, 1, L0Depth(l0, busySet(1, 3)))
+
+	// Against a count at every key, on random tables over keys 00..99.
+	rng := rand.New(rand.NewPCG(1, 2))
+	key := func(i int) string { return fmt.Sprintf("%02d", i) }
+	for iter := 0; iter < 300; iter++ {
+		var tables []*base.TableMeta
+		var cover [100]int
+		for i := 0; i < 1+rng.IntN(12); i++ {
+			a, b := rng.IntN(100), rng.IntN(100)
+			a, b = min(a, b), max(a, b)
+			tables = append(tables, table(uint64(i), key(a), key(b)))
+			for k := a; k <= b; k++ {
+				cover[k]++
+			}
+		}
+		require.Equal(t, slices.Max(cover[:]), L0Depth(tables, nil))
 	}
 }

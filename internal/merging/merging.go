@@ -1,4 +1,8 @@
-package compaction
+// Package merging is the merging iterator: one iterator over the union of
+// several in internal-key order, as Pebble's mergingIter. Reads merge the
+// memtables and tables of a store's view with it, compactions their
+// inputs.
+package merging
 
 import (
 	"bytes"
@@ -8,7 +12,7 @@ import (
 	"github.com/adaptkv/adaptkv/internal/base"
 )
 
-// NewMergingIter returns an iterator over the union of iters in internal-key
+// NewIter returns an iterator over the union of iters in internal-key
 // order (user key ascending, then sequence number descending, then kind
 // descending). Equal internal keys from different children (which a
 // well-formed LSM never has) come out in argument order going forward, in
@@ -26,20 +30,20 @@ import (
 // The first error a child reports stops the iteration: every positioning
 // call then returns false and Error returns that error. Close closes every
 // child and returns the first error met; after Close, positioning returns
-// false and Error returns ErrClosed (or the error Close returned). The
+// false and Error returns base.ErrClosed (or the error Close returned). The
 // iterator is not safe for
 // concurrent use.
-func NewMergingIter(iters ...base.Iterator) base.Iterator {
-	m := &MergingIter{}
+func NewIter(iters ...base.Iterator) base.Iterator {
+	m := &Iter{}
 	m.Init(iters)
 	return m
 }
 
-// MergingIter is the iterator NewMergingIter returns, as a type a caller
+// Iter is the iterator NewIter returns, as a type a caller
 // can hold by value and reuse: Init makes it an iterator over iters (as
-// NewMergingIter does), reusing the memory of its previous use, whatever
+// NewIter does), reusing the memory of its previous use, whatever
 // state that left it in. Its zero value is an iterator over nothing.
-type MergingIter struct {
+type Iter struct {
 	iters  []base.Iterator
 	heap   []heapItem
 	inHeap []bool // scratch for direction switches
@@ -53,7 +57,7 @@ type MergingIter struct {
 
 // Init makes m an unpositioned iterator over the non-nil iterators of
 // iters. It keeps no reference to the iters slice itself.
-func (m *MergingIter) Init(iters []base.Iterator) {
+func (m *Iter) Init(iters []base.Iterator) {
 	clear(m.iters)
 	m.iters = m.iters[:0]
 	for _, it := range iters {
@@ -84,7 +88,7 @@ type heapItem struct {
 
 // less reports whether heap item a comes before b in the current direction.
 // Ties between children are broken by child index so the order is total.
-func (m *MergingIter) less(a, b *heapItem) bool {
+func (m *Iter) less(a, b *heapItem) bool {
 	c := bytes.Compare(a.key.UserKey, b.key.UserKey)
 	if c == 0 {
 		switch {
@@ -99,7 +103,7 @@ func (m *MergingIter) less(a, b *heapItem) bool {
 	return (c < 0) != (m.dir == dirReverse)
 }
 
-func (m *MergingIter) siftDown(i int) {
+func (m *Iter) siftDown(i int) {
 	h := m.heap
 	n := len(h)
 	for {
@@ -119,14 +123,14 @@ func (m *MergingIter) siftDown(i int) {
 	}
 }
 
-func (m *MergingIter) heapify() {
+func (m *Iter) heapify() {
 	for i := len(m.heap)/2 - 1; i >= 0; i-- {
 		m.siftDown(i)
 	}
 }
 
 // fail records err, empties the heap and returns false.
-func (m *MergingIter) fail(err error) bool {
+func (m *Iter) fail(err error) bool {
 	if m.err == nil {
 		m.err = err
 	}
@@ -136,7 +140,7 @@ func (m *MergingIter) fail(err error) bool {
 
 // add pushes child i (just positioned, ok = result) without restoring the
 // heap order, or records its error. It returns false on a child error.
-func (m *MergingIter) add(i int, ok bool) bool {
+func (m *Iter) add(i int, ok bool) bool {
 	if ok {
 		m.heap = append(m.heap, heapItem{key: m.iters[i].Key(), idx: i})
 		return true
@@ -149,7 +153,7 @@ func (m *MergingIter) add(i int, ok bool) bool {
 }
 
 // position runs pos on every child and builds the heap for dir.
-func (m *MergingIter) position(dir int, pos func(it base.Iterator) bool) bool {
+func (m *Iter) position(dir int, pos func(it base.Iterator) bool) bool {
 	if m.err != nil {
 		return false
 	}
@@ -165,27 +169,27 @@ func (m *MergingIter) position(dir int, pos func(it base.Iterator) bool) bool {
 }
 
 // First implements base.Iterator.
-func (m *MergingIter) First() bool {
+func (m *Iter) First() bool {
 	return m.position(dirForward, base.Iterator.First)
 }
 
 // Last implements base.Iterator.
-func (m *MergingIter) Last() bool {
+func (m *Iter) Last() bool {
 	return m.position(dirReverse, base.Iterator.Last)
 }
 
 // SeekGE implements base.Iterator.
-func (m *MergingIter) SeekGE(key []byte) bool {
+func (m *Iter) SeekGE(key []byte) bool {
 	return m.position(dirForward, func(it base.Iterator) bool { return it.SeekGE(key) })
 }
 
 // SeekLT implements base.Iterator.
-func (m *MergingIter) SeekLT(key []byte) bool {
+func (m *Iter) SeekLT(key []byte) bool {
 	return m.position(dirReverse, func(it base.Iterator) bool { return it.SeekLT(key) })
 }
 
 // step advances the top child in the current direction and restores the heap.
-func (m *MergingIter) step() bool {
+func (m *Iter) step() bool {
 	if len(m.heap) == 0 {
 		return false
 	}
@@ -226,7 +230,7 @@ func (m *MergingIter) step() bool {
 // the heap steps once the other way, an exhausted child restarts from its
 // far end (Last or First), and the top child steps once the other way too,
 // which moves past K itself.
-func (m *MergingIter) switchDir(dir int) bool {
+func (m *Iter) switchDir(dir int) bool {
 	for i := range m.inHeap {
 		m.inHeap[i] = false
 	}
@@ -256,7 +260,7 @@ func (m *MergingIter) switchDir(dir int) bool {
 }
 
 // Next implements base.Iterator.
-func (m *MergingIter) Next() bool {
+func (m *Iter) Next() bool {
 	switch {
 	case m.err != nil || m.dir == dirNone:
 		return false
@@ -267,7 +271,7 @@ func (m *MergingIter) Next() bool {
 }
 
 // Prev implements base.Iterator.
-func (m *MergingIter) Prev() bool {
+func (m *Iter) Prev() bool {
 	switch {
 	case m.err != nil || m.dir == dirNone:
 		return false
@@ -279,7 +283,7 @@ func (m *MergingIter) Prev() bool {
 
 // Key implements base.Iterator. It returns the zero InternalKey when the
 // iterator is not at a key.
-func (m *MergingIter) Key() base.InternalKey {
+func (m *Iter) Key() base.InternalKey {
 	if len(m.heap) == 0 {
 		return base.InternalKey{}
 	}
@@ -291,7 +295,7 @@ func (m *MergingIter) Key() base.InternalKey {
 
 // Value implements base.Iterator. It returns nil when the iterator is not
 // at a key.
-func (m *MergingIter) Value() []byte {
+func (m *Iter) Value() []byte {
 	if len(m.heap) == 0 {
 		return nil
 	}
@@ -299,13 +303,13 @@ func (m *MergingIter) Value() []byte {
 }
 
 // Error implements base.Iterator.
-func (m *MergingIter) Error() error {
+func (m *Iter) Error() error {
 	return m.err
 }
 
 // Close implements base.Iterator: it closes every child and returns the
 // first error met (by the iteration or by a child's Close).
-func (m *MergingIter) Close() error {
+func (m *Iter) Close() error {
 	if m.closed {
 		return m.err
 	}
@@ -320,7 +324,7 @@ func (m *MergingIter) Close() error {
 	if err != nil {
 		m.err = err
 	} else {
-		m.err = ErrClosed
+		m.err = base.ErrClosed
 	}
 	return err
 }

@@ -1,35 +1,21 @@
-package compaction
+package merging
 
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"math/rand"
 	"testing"
-	"time"
 
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/itertest"
 	"github.com/stretchr/testify/require"
 )
 
-var seedFlag = flag.Int64("seed", 0, "seed for the randomized tests (0 = from the clock)")
-
-// testSeed returns the seed for a randomized test and logs it, so that a
-// failure can be replayed with -seed.
-func testSeed(t testing.TB) int64 {
-	seed := *seedFlag
-	if seed == 0 {
-		seed = time.Now().UnixNano()
-	}
-	t.Logf("seed %d (replay with -seed=%d)", seed, seed)
-	return seed
-}
-
 // randChildren makes n sorted children with random entries over nKeys user
 // keys. With dups, some internal keys appear in more than one child.
-func randChildren(rng *rand.Rand, n, maxLen, nKeys int, dups bool) [][]entry {
-	children := make([][]entry, n)
+func randChildren(rng *rand.Rand, n, maxLen, nKeys int, dups bool) [][]itertest.Entry {
+	children := make([][]itertest.Entry, n)
 	used := map[string]bool{}
 	var all []base.InternalKey
 	for c := range children {
@@ -40,7 +26,7 @@ func randChildren(rng *rand.Rand, n, maxLen, nKeys int, dups bool) [][]entry {
 			if dups && len(all) > 0 && rng.Intn(8) == 0 {
 				k = all[rng.Intn(len(all))]
 			} else {
-				k = base.InternalKey{UserKey: randUserKey(rng, nKeys), Seq: uint64(rng.Intn(50)), Kind: base.KeyKind(rng.Intn(2))}
+				k = base.InternalKey{UserKey: itertest.RandUserKey(rng, nKeys), Seq: uint64(rng.Intn(50)), Kind: base.KeyKind(rng.Intn(2))}
 			}
 			id := fmt.Sprintf("%s#%d,%d", k.UserKey, k.Seq, k.Kind)
 			if seen[id] || (!dups && used[id]) {
@@ -52,40 +38,34 @@ func randChildren(rng *rand.Rand, n, maxLen, nKeys int, dups bool) [][]entry {
 			if k.Kind == base.KeyKindSet {
 				v = []byte(fmt.Sprintf("c%d-%d", c, j))
 			}
-			children[c] = append(children[c], entry{key: k, value: v})
+			children[c] = append(children[c], itertest.Entry{Key: k, Value: v})
 		}
-		sortEntries(children[c])
+		itertest.SortEntries(children[c])
 	}
 	return children
 }
 
 // oracle is the merged order: all entries sorted by internal key, ties by
 // child index.
-func oracleOf(children [][]entry) []entry {
-	var all []entry
+func oracleOf(children [][]itertest.Entry) []itertest.Entry {
+	var all []itertest.Entry
 	for _, c := range children {
 		all = append(all, c...)
 	}
-	sortEntries(all) // stable: ties keep child order
+	itertest.SortEntries(all) // stable: ties keep child order
 	return all
 }
 
-func newMerged(children [][]entry) (base.Iterator, []*sliceIter) {
+func newMerged(children [][]itertest.Entry) (base.Iterator, []*itertest.SliceIter) {
 	return newMergedIn(nil, children)
 }
 
 // newMergedIn is newMerged with reuse: a non-nil m is Init'ed over the
 // children (whatever its previous use left in it) instead of a new one.
-func newMergedIn(m *MergingIter, children [][]entry) (base.Iterator, []*sliceIter) {
-	var its []base.Iterator
-	var sis []*sliceIter
-	for _, c := range children {
-		si := newSliceIter(c)
-		sis = append(sis, si)
-		its = append(its, si)
-	}
+func newMergedIn(m *Iter, children [][]itertest.Entry) (base.Iterator, []*itertest.SliceIter) {
+	its, sis := itertest.Iters(children)
 	if m == nil {
-		return NewMergingIter(its...), sis
+		return NewIter(its...), sis
 	}
 	m.Init(its)
 	return m, sis
@@ -93,7 +73,7 @@ func newMergedIn(m *MergingIter, children [][]entry) (base.Iterator, []*sliceIte
 
 // modelIter is the oracle's cursor with the merging iterator's semantics.
 type modelIter struct {
-	es         []entry
+	es         []itertest.Entry
 	pos        int
 	positioned bool
 }
@@ -102,7 +82,7 @@ func (m *modelIter) valid() bool { return m.pos >= 0 && m.pos < len(m.es) }
 
 func (m *modelIter) seekGE(key []byte) int {
 	i := 0
-	for i < len(m.es) && bytes.Compare(m.es[i].key.UserKey, key) < 0 {
+	for i < len(m.es) && bytes.Compare(m.es[i].Key.UserKey, key) < 0 {
 		i++
 	}
 	return i
@@ -155,17 +135,17 @@ func doOp(it base.Iterator, op int, key []byte) bool {
 	}
 }
 
-// TestMergingIterRandomOps runs random positioning calls against the
+// TestIterRandomOps runs random positioning calls against the
 // oracle, on new iterators and on one reused with Init (after Close, or in
 // whatever state the previous round left it).
-func TestMergingIterRandomOps(t *testing.T) {
-	seed := testSeed(t)
+func TestIterRandomOps(t *testing.T) {
+	seed := itertest.Seed(t)
 	rng := rand.New(rand.NewSource(seed))
 	rounds := 3000
 	if testing.Short() {
 		rounds = 500
 	}
-	var reused MergingIter // every other round: Init over the last round's state
+	var reused Iter // every other round: Init over the last round's state
 	for round := 0; round < rounds; round++ {
 		nKeys := 1 + rng.Intn(40)
 		children := randChildren(rng, rng.Intn(9), 1+rng.Intn(30), nKeys, round%3 == 0)
@@ -181,14 +161,14 @@ func TestMergingIterRandomOps(t *testing.T) {
 			if step == 0 && rng.Intn(4) == 0 {
 				op = 4 + rng.Intn(2) // Next/Prev before any positioning
 			}
-			key := randUserKey(rng, nKeys+2)
+			key := itertest.RandUserKey(rng, nKeys+2)
 			trace = append(trace, fmt.Sprintf("%s(%s)", opNames[op], key))
 			want := model.do(op, key)
 			got := doOp(it, op, key)
 			same := want == got && it.Error() == nil
 			if same && want {
 				e := model.es[model.pos]
-				same = base.CompareInternalKeys(e.key, it.Key()) == 0 && bytes.Equal(e.value, it.Value())
+				same = base.CompareInternalKeys(e.Key, it.Key()) == 0 && bytes.Equal(e.Value, it.Value())
 			}
 			if same {
 				continue
@@ -198,8 +178,8 @@ func TestMergingIterRandomOps(t *testing.T) {
 			require.NoError(t, it.Error(), msg)
 			if want {
 				e := model.es[model.pos]
-				require.Equal(t, e.key, it.Key(), msg)
-				require.Equal(t, e.value, it.Value(), msg)
+				require.Equal(t, e.Key, it.Key(), msg)
+				require.Equal(t, e.Value, it.Value(), msg)
 			} else {
 				require.Equal(t, base.InternalKey{}, it.Key(), msg)
 				require.Nil(t, it.Value(), msg)
@@ -211,22 +191,22 @@ func TestMergingIterRandomOps(t *testing.T) {
 	}
 }
 
-// TestMergingIterFullScans checks complete forward and backward scans,
+// TestIterFullScans checks complete forward and backward scans,
 // including from seeks, against the oracle.
-func TestMergingIterFullScans(t *testing.T) {
-	seed := testSeed(t)
+func TestIterFullScans(t *testing.T) {
+	seed := itertest.Seed(t)
 	rng := rand.New(rand.NewSource(seed))
 	for round := 0; round < 200; round++ {
 		children := randChildren(rng, 1+rng.Intn(8), rng.Intn(100), 1+rng.Intn(200), false)
 		oracle := oracleOf(children)
 		it, _ := newMerged(children)
 		msg := fmt.Sprintf("seed %d round %d", seed, round)
-		var fwd, rev []entry
+		var fwd, rev []itertest.Entry
 		for ok := it.First(); ok; ok = it.Next() {
-			fwd = append(fwd, entry{key: it.Key(), value: it.Value()})
+			fwd = append(fwd, itertest.Entry{Key: it.Key(), Value: it.Value()})
 		}
 		for ok := it.Last(); ok; ok = it.Prev() {
-			rev = append([]entry{{key: it.Key(), value: it.Value()}}, rev...)
+			rev = append([]itertest.Entry{{Key: it.Key(), Value: it.Value()}}, rev...)
 		}
 		if len(oracle) == 0 {
 			require.Empty(t, fwd, msg)
@@ -239,8 +219,8 @@ func TestMergingIterFullScans(t *testing.T) {
 	}
 }
 
-func TestMergingIterNoChildren(t *testing.T) {
-	it := NewMergingIter()
+func TestIterNoChildren(t *testing.T) {
+	it := NewIter()
 	require.False(t, it.First())
 	require.False(t, it.Last())
 	require.False(t, it.SeekGE([]byte("a")))
@@ -250,26 +230,26 @@ func TestMergingIterNoChildren(t *testing.T) {
 	require.NoError(t, it.Error())
 	require.NoError(t, it.Close())
 
-	it = NewMergingIter(nil, nil)
+	it = NewIter(nil, nil)
 	require.False(t, it.First())
 	require.NoError(t, it.Close())
 }
 
-func TestMergingIterErrorPropagation(t *testing.T) {
-	seed := testSeed(t)
+func TestIterErrorPropagation(t *testing.T) {
+	seed := itertest.Seed(t)
 	rng := rand.New(rand.NewSource(seed))
 	for round := 0; round < 200; round++ {
 		children := randChildren(rng, 1+rng.Intn(6), 1+rng.Intn(30), 20, false)
 		it, sis := newMerged(children)
 		bad := rng.Intn(len(sis))
-		sis[bad].failAfter = 1 + rng.Intn(20)
+		sis[bad].FailAfter = 1 + rng.Intn(20)
 		msg := fmt.Sprintf("seed %d round %d", seed, round)
 		sawErr := false
 		for step := 0; step < 200; step++ {
 			op := rng.Intn(len(opNames))
-			ok := doOp(it, op, randUserKey(rng, 22))
+			ok := doOp(it, op, itertest.RandUserKey(rng, 22))
 			if err := it.Error(); err != nil {
-				require.ErrorIs(t, err, errInjected, msg)
+				require.ErrorIs(t, err, itertest.ErrInjected, msg)
 				require.False(t, ok, msg)
 				sawErr = true
 			} else {
@@ -279,49 +259,49 @@ func TestMergingIterErrorPropagation(t *testing.T) {
 				require.Equal(t, base.InternalKey{}, it.Key(), msg)
 			}
 		}
-		if sis[bad].err != nil {
+		if sis[bad].Error() != nil {
 			require.True(t, sawErr, msg)
-			require.ErrorIs(t, it.Close(), errInjected, msg)
+			require.ErrorIs(t, it.Close(), itertest.ErrInjected, msg)
 		} else {
 			require.NoError(t, it.Close(), msg)
 		}
 		for _, si := range sis {
-			require.True(t, si.closed, msg)
+			require.True(t, si.Closed, msg)
 		}
 	}
 }
 
-func TestMergingIterCloseErrors(t *testing.T) {
-	a := newSliceIter([]entry{{key: base.InternalKey{UserKey: []byte("a"), Seq: 1, Kind: base.KeyKindSet}}})
-	b := newSliceIter(nil)
-	b.closeErr = errors.New("close failed")
-	it := NewMergingIter(a, b)
+func TestIterCloseErrors(t *testing.T) {
+	a := itertest.NewSliceIter([]itertest.Entry{{Key: base.InternalKey{UserKey: []byte("a"), Seq: 1, Kind: base.KeyKindSet}}})
+	b := itertest.NewSliceIter(nil)
+	b.CloseErr = errors.New("close failed")
+	it := NewIter(a, b)
 	require.True(t, it.First())
 	err := it.Close()
-	require.ErrorIs(t, err, b.closeErr)
-	require.True(t, a.closed)
-	require.True(t, b.closed)
+	require.ErrorIs(t, err, b.CloseErr)
+	require.True(t, a.Closed)
+	require.True(t, b.Closed)
 
-	c := newSliceIter([]entry{{key: base.InternalKey{UserKey: []byte("a"), Seq: 1, Kind: base.KeyKindSet}}})
-	it = NewMergingIter(c)
+	c := itertest.NewSliceIter([]itertest.Entry{{Key: base.InternalKey{UserKey: []byte("a"), Seq: 1, Kind: base.KeyKindSet}}})
+	it = NewIter(c)
 	require.True(t, it.First())
 	require.NoError(t, it.Close())
 	require.False(t, it.First(), "positioning after Close")
-	require.ErrorIs(t, it.Error(), ErrClosed)
+	require.ErrorIs(t, it.Error(), base.ErrClosed)
 }
 
-// BenchmarkMergingIter reports the cost per key of a full forward scan of 8
+// BenchmarkIter reports the cost per key of a full forward scan of 8
 // interleaved inputs (the compaction and kv scan path).
-func BenchmarkMergingIter(b *testing.B) {
+func BenchmarkIter(b *testing.B) {
 	for _, n := range []int{1, 8} {
 		b.Run(fmt.Sprintf("inputs=%d", n), func(b *testing.B) {
 			const total = 1 << 16
 			rng := rand.New(rand.NewSource(1))
-			children := make([][]entry, n)
+			children := make([][]itertest.Entry, n)
 			for i := 0; i < total; i++ {
 				c := rng.Intn(n)
 				k := base.InternalKey{UserKey: []byte(fmt.Sprintf("user%012d", i)), Seq: uint64(i), Kind: base.KeyKindSet}
-				children[c] = append(children[c], entry{key: k, value: []byte("value")})
+				children[c] = append(children[c], itertest.Entry{Key: k, Value: []byte("value")})
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
