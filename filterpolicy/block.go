@@ -214,9 +214,9 @@ func chunkChecksum(chunk uint32, seed uint64, tails []byte) uint32 {
 // BlockID tells filter blocks apart without a pass over their bytes: the
 // kind's code, the seed and the stored checksum.
 type BlockID struct {
-	Code     filter.Code
 	Seed     uint64
 	Checksum uint32
+	Code     filter.Code
 }
 
 // PeekBlockID reads b's BlockID from its header and verifies nothing; ok
@@ -226,8 +226,8 @@ func PeekBlockID(b []byte) (id BlockID, ok bool) {
 		return BlockID{}, false
 	}
 	return BlockID{
-		Code:     filter.Code(b[5]),
 		Seed:     binary.LittleEndian.Uint64(b[8:]),
 		Checksum: binary.LittleEndian.Uint32(b[36:]),
+		Code:     filter.Code(b[5]),
 	}, true
 }

@@ -39,7 +39,7 @@ var (
 	// that fail their checksum or cannot be decoded (other than a torn WAL
 	// tail, which recovery truncates; see the package doc). It is the
 	// module's one corruption error: what any package of the module reports
-	// as damage (sstable.ErrCorrupt, adaptive.ErrCorrupt, ...) matches it.
+	// as damage (sstable.ErrCorrupt, quotient.ErrCorrupt, ...) matches it.
 	ErrCorruption = base.ErrCorruption
 	// ErrInvalidOptions is returned by Open for out-of-range options, and by
 	// Compact for a range whose start is after its end. It is the module's

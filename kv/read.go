@@ -238,7 +238,7 @@ func (db *DB) getIn(rs readView, key []byte) ([]byte, error) {
 		}
 	}
 	// L0 newest first: the sublevels from the top, in each the one table
-	// whose range may hold key (see l0Sublevels).
+	// whose range may hold key (see manifest.L0Sublevels).
 	probed := false // some table was consulted: an absent key is recorded
 	for s := len(rs.v.L0Sublevels) - 1; s >= 0; s-- {
 		ts := rs.v.L0Sublevels[s]

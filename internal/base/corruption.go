@@ -12,7 +12,7 @@ var ErrCorruption = errors.New("adaptkv: corruption")
 
 // CorruptionKind returns a sentinel for one kind of damage, with its own
 // message, that also matches ErrCorruption under errors.Is. Packages export
-// such sentinels (adaptive.ErrCorrupt, sstable.ErrCorrupt, ...) so a caller
+// such sentinels (quotient.ErrCorrupt, sstable.ErrCorrupt, ...) so a caller
 // may ask either "is this corruption?" or "is this a corrupt filter
 // encoding?"; errors that wrap the sentinel answer both.
 func CorruptionKind(msg string) error { return &corruptionKind{msg: msg} }
