@@ -33,21 +33,9 @@ func fixedPolicy(t testing.TB, name string, seed uint64) Policy {
 // buildBlock writes a block of p over n keys (writeBlock).
 func buildBlock(p Policy, n int) []byte { return writeBlock(BlockWriter(p), n) }
 
-// writeBlock runs Pebble's filter-writer protocol on w: every key added
-// three times (versions) through one reused buffer.
-func writeBlock(w pebble.FilterWriter, n int) []byte {
-	buf := make([]byte, 0, 32)
-	for i := 0; i < n; i++ {
-		for v := 0; v < 3; v++ {
-			buf = append(buf[:0], key(i)...)
-			w.AddKey(buf)
-			for j := range buf {
-				buf[j] = 0xAA // Pebble may reuse the buffer
-			}
-		}
-	}
-	return w.Finish(nil)
-}
+// writeBlock runs Pebble's filter-writer protocol on w over key(0..n-1)
+// (filtertest.WriteBlock).
+func writeBlock(w pebble.FilterWriter, n int) []byte { return filtertest.WriteBlock(w, n, key) }
 
 func TestRegistry(t *testing.T) {
 	require.Equal(t, []string{"acf", "acf-cyclic", "acf-swap", "aprefix", "bloom", "caf", "exaf", "fuse", "none", "prefix", "rsqf", "stacked", "taf", "utaf"}, Names())

@@ -7,6 +7,7 @@ import (
 
 	"github.com/adaptkv/adaptkv/filter"
 	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/adaptkv/adaptkv/internal/filtertest"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/stretchr/testify/require"
 )
@@ -22,21 +23,10 @@ func fixedPolicy(t testing.TB, name string, seed uint64) *Policy {
 	return New(p)
 }
 
-// buildBlock runs Pebble's filter-writer protocol: every key added three
-// times (versions) through one reused buffer.
+// buildBlock writes a block of p over key(0..n-1) through Pebble's
+// filter-writer protocol (filtertest.WriteBlock).
 func buildBlock(p pebble.FilterPolicy, n int) []byte {
-	w := p.NewWriter(pebble.TableFilter)
-	buf := make([]byte, 0, 32)
-	for i := 0; i < n; i++ {
-		for v := 0; v < 3; v++ {
-			buf = append(buf[:0], key(i)...)
-			w.AddKey(buf)
-			for j := range buf {
-				buf[j] = 0xAA // Pebble may reuse the buffer
-			}
-		}
-	}
-	return w.Finish(nil)
+	return filtertest.WriteBlock(p.NewWriter(pebble.TableFilter), n, key)
 }
 
 // viewCount returns how many blocks p's view cache holds.

@@ -1,7 +1,9 @@
 // Package filtertest plays the query streams of the TAF paper's evidence
 // (Lee, McCauley, Singh, Stein, section 6.1) against any filter, for the
 // tests of the filter packages: the repeated-query order and the
-// adversarial rounds. It holds no assertions; callers check the counts.
+// adversarial rounds; it also holds the design false-positive rates and
+// Pebble's filter-writer protocol (WriteBlock). It holds no assertions;
+// callers check the counts.
 package filtertest
 
 import "math/rand/v2"
