@@ -66,7 +66,7 @@ type iterState struct {
 	merging merging.Iter
 
 	// Reused between iterators.
-	levels             []levelIter // one per L0 table, one per level below
+	levels             []levelIter // one per L0 sublevel, one per level below
 	memIters           []memtable.Iter
 	children           []base.Iterator
 	sets               []*rangedel.Set
@@ -197,13 +197,13 @@ func (i *Iterator) Clone() (*Iterator, error) {
 }
 
 // build makes s.merging the merged iterator over the memtables and the tables of
-// s.rs within the bounds: a levelIter for every L0 table (newest first) and
-// for every level below that has tables within them, each opening its
-// tables only when a positioning call reaches them.
+// s.rs within the bounds: a levelIter for every L0 sublevel (newest first;
+// a sublevel is a sorted run, so a seek opens at most one table of it, as
+// in Pebble) and for every level below, each over its tables within the
+// bounds and opening them only when a positioning call reaches them.
 func (s *iterState) build() error {
 	v := s.rs.v
-	l0 := v.Levels[0]
-	n := len(l0) + len(v.BelowL0)
+	n := len(v.L0Sublevels) + len(v.BelowL0)
 	if cap(s.levels) < n {
 		s.levels = make([]levelIter, 0, n) // pointers into it go to children
 	}
@@ -232,10 +232,8 @@ func (s *iterState) build() error {
 			}
 		}
 	}
-	for i := len(l0) - 1; i >= 0; i-- {
-		if overlapsBounds(l0[i], s.lower, s.upper) {
-			addLevel(l0[i : i+1])
-		}
+	for i := len(v.L0Sublevels) - 1; i >= 0; i-- {
+		addLevel(withinBounds(v.L0Sublevels[i], s.lower, s.upper))
 	}
 	for _, ts := range v.BelowL0 {
 		addLevel(withinBounds(ts, s.lower, s.upper))
@@ -259,8 +257,9 @@ func (s *iterState) build() error {
 	return nil
 }
 
-// withinBounds returns the tables of a sorted level (L1 and below: no two
-// overlap) that overlap [lower, upper): a contiguous run of them.
+// withinBounds returns the tables of a sorted run (an L0 sublevel or a
+// level below L0: no two overlap) that overlap [lower, upper): a
+// contiguous run of them.
 func withinBounds(ts []*base.TableMeta, lower, upper []byte) []*base.TableMeta {
 	if lower != nil {
 		ts = ts[sort.Search(len(ts), func(i int) bool { return bytes.Compare(ts[i].Largest.UserKey, lower) >= 0 }):]
@@ -269,16 +268,6 @@ func withinBounds(ts []*base.TableMeta, lower, upper []byte) []*base.TableMeta {
 		ts = ts[:sort.Search(len(ts), func(i int) bool { return bytes.Compare(ts[i].Smallest.UserKey, upper) >= 0 })]
 	}
 	return ts
-}
-
-func overlapsBounds(t *base.TableMeta, lower, upper []byte) bool {
-	if lower != nil && bytes.Compare(t.Largest.UserKey, lower) < 0 {
-		return false
-	}
-	if upper != nil && bytes.Compare(t.Smallest.UserKey, upper) >= 0 {
-		return false
-	}
-	return true
 }
 
 // --- user-level iteration over the merged internal iterator ---

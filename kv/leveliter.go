@@ -5,12 +5,14 @@ import (
 	"sort"
 
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/sstable"
 )
 
 // levelIter iterates the sorted, non-overlapping tables of one level,
 // opening one table at a time, for user iterators and for compactions
 // alike. A user iterator's levelIter (db set) opens its tables through the
-// table cache with the iterator's bounds and holds the table's cache
+// table cache with the iterator's bounds into ti, which it reuses from
+// table to table (no allocation per table), and holds the table's cache
 // reference in h, so that cur is the table's own iterator (one dynamic call
 // a step, not two); a compaction's calls newIter.
 type levelIter struct {
@@ -22,7 +24,8 @@ type levelIter struct {
 
 	db           *DB
 	lower, upper []byte
-	h            tcHandle // cur's table cache reference (db set)
+	h            tcHandle          // cur's table cache reference (db set)
+	ti           sstable.TableIter // cur when db is set
 }
 
 func newLevelIter(tables []*base.TableMeta, newIter func(*base.TableMeta) (base.Iterator, error)) *levelIter {
@@ -44,13 +47,12 @@ func (l *levelIter) open(i int) bool {
 			l.err = err
 			return false
 		}
-		it, err := h.r.NewIter(l.lower, l.upper)
-		if err != nil {
+		if err := h.r.InitIter(&l.ti, l.lower, l.upper); err != nil {
 			l.db.tc.release(h)
 			l.err = err
 			return false
 		}
-		l.cur, l.h = it, h
+		l.cur, l.h = &l.ti, h
 		return true
 	}
 	it, err := l.newIter(l.tables[i])
@@ -116,9 +118,14 @@ func (l *levelIter) SeekLT(key []byte) bool {
 	return l.settle(l.cur.SeekLT(key), -1)
 }
 
+// Next, Key and Value, a scan's per-row calls, call a user iterator's
+// table iterator directly (ti) rather than through cur.
 func (l *levelIter) Next() bool {
 	if l.cur == nil {
 		return false
+	}
+	if l.db != nil {
+		return l.settle(l.ti.Next(), 1)
 	}
 	return l.settle(l.cur.Next(), 1)
 }
@@ -130,8 +137,19 @@ func (l *levelIter) Prev() bool {
 	return l.settle(l.cur.Prev(), -1)
 }
 
-func (l *levelIter) Key() base.InternalKey { return l.cur.Key() }
-func (l *levelIter) Value() []byte         { return l.cur.Value() }
+func (l *levelIter) Key() base.InternalKey {
+	if l.db != nil {
+		return l.ti.Key()
+	}
+	return l.cur.Key()
+}
+
+func (l *levelIter) Value() []byte {
+	if l.db != nil {
+		return l.ti.Value()
+	}
+	return l.cur.Value()
+}
 
 func (l *levelIter) Error() error {
 	if l.err != nil {

@@ -11,38 +11,69 @@ import (
 // keys in [lower, upper) (nil: unbounded). It does not use the filter. Close
 // every iterator before closing the Reader.
 func (r *Reader) NewIter(lower, upper []byte) (Iterator, error) {
+	t := new(TableIter)
+	if err := r.InitIter(t, lower, upper); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// InitIter makes t an iterator over the table as NewIter does, reusing
+// t's memory (its bound buffers) from an earlier use, which must be closed
+// or never begun: a caller that opens table after table (a level's
+// iterator) holds one TableIter and allocates nothing per table. On an
+// error t is closed.
+func (r *Reader) InitIter(t *TableIter, lower, upper []byte) error {
+	*t = TableIter{lowerBuf: t.lowerBuf[:0], upperBuf: t.upperBuf[:0], closed: true}
 	sh := r.enter()
 	if sh == nil {
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	defer r.exit(sh)
 	if lower != nil && upper != nil && bytes.Compare(lower, upper) >= 0 {
-		return &tableIter{lower: lower, upper: upper, empty: true}, nil
+		t.lower, t.upper, t.empty, t.closed = lower, upper, true, false
+		return nil
 	}
-	lower, upper = bytes.Clone(lower), bytes.Clone(upper)
-	it, err := r.pr.NewIter(psst.NoTransforms, lower, upper, psst.AssertNoBlobHandles)
+	// Pebble's iterator keeps the bounds: they are copied.
+	if lower != nil {
+		t.lowerBuf = append(t.lowerBuf, lower...)
+		t.lower = t.lowerBuf
+	}
+	if upper != nil {
+		t.upperBuf = append(t.upperBuf, upper...)
+		if t.upperBuf == nil {
+			t.upperBuf = []byte{} // an empty upper bound admits no key
+		}
+		t.upper = t.upperBuf
+	}
+	it, err := r.pr.NewIter(psst.NoTransforms, t.lower, t.upper, psst.AssertNoBlobHandles)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, r.path, err)
+		return fmt.Errorf("%w: %s: %w", ErrCorrupt, r.path, err)
 	}
-	return &tableIter{r: r, it: it, lower: lower, upper: upper}, nil
+	t.r, t.it, t.closed = r, it, false
+	return nil
 }
 
-// tableIter adapts Pebble's sstable iterator to Iterator, enforcing the
-// bounds exactly.
-type tableIter struct {
-	r            *Reader
-	it           psst.Iterator
-	lower, upper []byte
-	key          psst.InternalKey
-	valid        bool
-	val          []byte
-	err          error
-	empty        bool
-	closed       bool
+// TableIter is a table's iterator (Reader.NewIter, Reader.InitIter): it
+// adapts Pebble's sstable iterator to Iterator, enforcing the bounds
+// exactly. A caller may hold it by value and reuse it with InitIter.
+type TableIter struct {
+	r                  *Reader
+	it                 psst.Iterator
+	lower, upper       []byte
+	lowerBuf, upperBuf []byte
+	key                psst.InternalKey
+	valid              bool
+	val                []byte
+	err                error
+	empty              bool
+	closed             bool
 }
+
+var _ Iterator = (*TableIter)(nil)
 
 // miss records that Pebble's iterator is exhausted (or failed).
-func (t *tableIter) miss() bool {
+func (t *TableIter) miss() bool {
 	t.valid, t.val = false, nil
 	if t.err == nil {
 		t.err = t.it.Error()
@@ -51,7 +82,7 @@ func (t *tableIter) miss() bool {
 }
 
 // set positions at k with value v (verr: the value could not be read).
-func (t *tableIter) set(k psst.InternalKey, v []byte, verr error) bool {
+func (t *TableIter) set(k psst.InternalKey, v []byte, verr error) bool {
 	t.valid, t.val = false, nil
 	if verr != nil {
 		t.err = verr
@@ -67,9 +98,10 @@ func (t *tableIter) set(k psst.InternalKey, v []byte, verr error) bool {
 	return true
 }
 
-func (t *tableIter) usable() bool { return !t.empty && !t.closed && t.err == nil }
+func (t *TableIter) usable() bool { return !t.empty && !t.closed && t.err == nil }
 
-func (t *tableIter) First() bool {
+// First implements Iterator.
+func (t *TableIter) First() bool {
 	if !t.usable() {
 		return false
 	}
@@ -89,7 +121,8 @@ func (t *tableIter) First() bool {
 	return t.set(kv.K, v, err)
 }
 
-func (t *tableIter) Last() bool {
+// Last implements Iterator.
+func (t *TableIter) Last() bool {
 	if !t.usable() {
 		return false
 	}
@@ -109,7 +142,8 @@ func (t *tableIter) Last() bool {
 	return t.set(kv.K, v, err)
 }
 
-func (t *tableIter) SeekGE(key []byte) bool {
+// SeekGE implements Iterator.
+func (t *TableIter) SeekGE(key []byte) bool {
 	if !t.usable() {
 		return false
 	}
@@ -128,7 +162,8 @@ func (t *tableIter) SeekGE(key []byte) bool {
 	return t.set(kv.K, v, err)
 }
 
-func (t *tableIter) SeekLT(key []byte) bool {
+// SeekLT implements Iterator.
+func (t *TableIter) SeekLT(key []byte) bool {
 	if !t.usable() {
 		return false
 	}
@@ -147,7 +182,8 @@ func (t *tableIter) SeekLT(key []byte) bool {
 	return t.set(kv.K, v, err)
 }
 
-func (t *tableIter) Next() bool {
+// Next implements Iterator.
+func (t *TableIter) Next() bool {
 	if !t.usable() || !t.valid {
 		return false
 	}
@@ -159,7 +195,8 @@ func (t *tableIter) Next() bool {
 	return t.set(kv.K, v, err)
 }
 
-func (t *tableIter) Prev() bool {
+// Prev implements Iterator.
+func (t *TableIter) Prev() bool {
 	if !t.usable() || !t.valid {
 		return false
 	}
@@ -171,23 +208,27 @@ func (t *tableIter) Prev() bool {
 	return t.set(kv.K, v, err)
 }
 
-func (t *tableIter) Key() InternalKey {
+// Key implements Iterator.
+func (t *TableIter) Key() InternalKey {
 	if !t.valid {
 		return InternalKey{}
 	}
 	return InternalKey{UserKey: t.key.UserKey, Seq: uint64(t.key.SeqNum()), Kind: KeyKind(t.key.Kind())}
 }
 
-func (t *tableIter) Value() []byte { return t.val }
+// Value implements Iterator.
+func (t *TableIter) Value() []byte { return t.val }
 
-func (t *tableIter) Error() error {
+// Error implements Iterator.
+func (t *TableIter) Error() error {
 	if t.err != nil {
 		return fmt.Errorf("%w: %w", ErrCorrupt, t.err)
 	}
 	return nil
 }
 
-func (t *tableIter) Close() error {
+// Close implements Iterator.
+func (t *TableIter) Close() error {
 	if t.closed {
 		return t.Error()
 	}
