@@ -23,7 +23,7 @@ type Options struct {
 	FilterPolicy string
 	// Filter, when non-nil, overrides FilterPolicy (e.g.
 	// filterpolicy.NewBloom(12)). A type of its own works if its
-	// FilterKind is the registered kind its Name says (a wrapper of a
+	// Kind is the registered kind its Name says (a wrapper of a
 	// filterpolicy policy, say); otherwise Open rejects it with an error
 	// wrapping ErrInvalidOptions.
 	Filter filterpolicy.Policy
