@@ -171,7 +171,7 @@ func (p *policy) Adaptive() bool { return p.fk.Adaptive() }
 // filters are adaptive filters, so tables count their false positives
 // alike, but never adapt). It decodes a filter of one key to ask it.
 func Adapts(p Policy) bool {
-	if p == nil || !p.Adaptive() {
+	if p == nil || !p.Adaptive() || p.Kind() == nil {
 		return false
 	}
 	w := BlockWriter(p)
@@ -191,7 +191,7 @@ func (p *policy) NewSeed() uint64 { return p.opts.SeedSource() }
 // keys added to it (sorted; consecutive duplicates dropped), seeded by
 // p.NewSeed, without a remote section: the block a pebble.DB writes
 // through package pebblefilter. A failed build yields a block of kind
-// none.
+// none. p must have a kind (pebblefilter.New checks it, as ForTable does).
 func BlockWriter(p Policy) pebble.FilterWriter {
 	return newBlockWriter(p.Kind(), p.Name(), p.NewSeed(), false, nil)
 }

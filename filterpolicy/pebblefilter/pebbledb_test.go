@@ -23,8 +23,10 @@ func TestPebbleDB(t *testing.T) {
 			p, err := filterpolicy.ByName(name)
 			require.NoError(t, err)
 			opts := &pebble.Options{Logger: quietLogger{t}}
+			fp, err := New(p)
+			require.NoError(t, err)
 			for i := range opts.Levels {
-				opts.Levels[i].FilterPolicy = New(p)
+				opts.Levels[i].FilterPolicy = fp
 				opts.Levels[i].FilterType = pebble.TableFilter
 			}
 			db, err := pebble.Open(t.TempDir(), opts)

@@ -2,7 +2,8 @@
 // so a pebble.DB can guard its tables with any adaptkv filter kind:
 //
 //	p, _ := filterpolicy.ByName("taf")
-//	opts.Levels[i].FilterPolicy = pebblefilter.New(p)
+//	fp, err := pebblefilter.New(p)
+//	opts.Levels[i].FilterPolicy = fp
 //
 // The blocks it writes are filterpolicy's self-describing blocks without a
 // remote section, so inside Pebble an adaptive filter answers as its
@@ -18,6 +19,7 @@
 package pebblefilter
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -47,8 +49,15 @@ type Policy struct {
 
 var _ pebble.FilterPolicy = (*Policy)(nil)
 
-// New returns p as a Pebble FilterPolicy with views of its own.
-func New(p filterpolicy.Policy) *Policy { return &Policy{p: p, code: p.Kind().Code()} }
+// New returns p as a Pebble FilterPolicy with views of its own. A nil
+// policy, or one without a kind, is an error wrapping
+// filterpolicy.ErrInvalidOptions.
+func New(p filterpolicy.Policy) (*Policy, error) {
+	if p == nil || p.Kind() == nil {
+		return nil, fmt.Errorf("%w: pebblefilter: a policy with a filter kind is needed", filterpolicy.ErrInvalidOptions)
+	}
+	return &Policy{p: p, code: p.Kind().Code()}, nil
+}
 
 const (
 	maxViews     = 4096

@@ -20,7 +20,25 @@ func absent(i int) []byte { return fmt.Appendf(nil, "user%010d", 2*i+1) }
 func fixedPolicy(t testing.TB, name string, seed uint64) *Policy {
 	p, err := filterpolicy.New(name, filterpolicy.Options{SeedSource: filterpolicy.FixedSeed(seed)})
 	require.NoError(t, err)
-	return New(p)
+	fp, err := New(p)
+	require.NoError(t, err)
+	return fp
+}
+
+// noKind is a policy without a filter kind.
+type noKind struct{ filterpolicy.Policy }
+
+func (noKind) Kind() filter.Kind { return nil }
+
+// TestNewRejects: a nil policy or one without a kind is an error, not an
+// adapter that panics at its first block.
+func TestNewRejects(t *testing.T) {
+	_, err := New(nil)
+	require.ErrorIs(t, err, filterpolicy.ErrInvalidOptions)
+	p, err := filterpolicy.ByName("bloom")
+	require.NoError(t, err)
+	_, err = New(noKind{p})
+	require.ErrorIs(t, err, filterpolicy.ErrInvalidOptions)
 }
 
 // buildBlock writes a block of p over key(0..n-1) through Pebble's
