@@ -141,18 +141,28 @@ func (db *DB) bookLocked(plan *compaction.Plan, start bool) {
 // reserveIntraL0Output returns the file number of an intra-L0
 // compaction's output picked from v, or 0 when it may not run now: L0 is
 // read newest first by file number (manifest.Apply), so the output must number
-// above its inputs and below every flush whose table is not in v. It may
-// run when v is still the current version and no flush is under way
-// (flushLoop marks it under db.mu before its outputs take numbers): then
-// the number taken here is above every table in v and below any a later
-// flush takes.
+// above its inputs and below every flush whose table is not in v. v must
+// still be the current version. With no flush under way (flushLoop marks
+// one under db.mu before its outputs take numbers) a new number is above
+// every table in v and below any a later flush takes; while a flush runs,
+// the number it left free below its own tables (l0Spare) is, once.
 func (db *DB) reserveIntraL0Output(v *version) uint64 {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.mu.current != v || db.mu.flushing {
+	if db.mu.current != v {
 		return 0
 	}
-	return db.allocFileNum()
+	if !db.mu.flushing {
+		return db.allocFileNum()
+	}
+	n := db.mu.l0Spare
+	for _, t := range v.Levels[0] {
+		if t.FileNum >= n { // never: the spare was taken after every table in current
+			return 0
+		}
+	}
+	db.mu.l0Spare = 0
+	return n
 }
 
 // runCompaction merges the plan's tables into new tables of its output

@@ -119,9 +119,12 @@ type DB struct {
 		compactErr error // last background compaction error
 		// flushing is set while flushLoop writes and installs a flush
 		// (from before its tables take file numbers until they are in
-		// current, or it failed): no intra-L0 compaction may take an
-		// output number then (reserveIntraL0Output).
+		// current, or it failed): an intra-L0 compaction may take an
+		// output number then only if it is l0Spare (reserveIntraL0Output).
 		flushing bool
+		// l0Spare, while flushing, is a file number the flush took before
+		// its tables' and left for one intra-L0 output (0: taken).
+		l0Spare uint64
 		// flushWaiters counts the Flush calls waiting: no memtable is
 		// held back for a merged flush then (holdFlushLocked).
 		flushWaiters int

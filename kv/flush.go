@@ -50,10 +50,14 @@ func (db *DB) flushLoop() {
 			next = db.mu.imm[len(ms)].walNum
 		}
 		db.mu.flushing = true
+		// Below this flush's tables and above every table in current:
+		// one intra-L0 compaction may number its output with it while
+		// the flush runs (reserveIntraL0Output).
+		db.mu.l0Spare = db.allocFileNum()
 		db.mu.Unlock()
 		if err := db.flushMemtables(ms, next); err != nil {
 			db.mu.Lock()
-			db.mu.flushing = false // an installed flush cleared it itself
+			db.mu.flushing, db.mu.l0Spare = false, 0 // an installed flush cleared them itself
 			db.mu.Unlock()
 			db.setBGErr(fmt.Errorf("kv: flush: %w", err))
 			return
@@ -131,7 +135,7 @@ func (db *DB) flushMemtables(ms []*memEntry, nextLog uint64) (err error) {
 			// queued.
 			db.queueDeletion(db.fs.PathJoin(db.dir, walFileName(m.walNum)))
 		}
-		db.mu.flushing = false // its tables are in current (reserveIntraL0Output)
+		db.mu.flushing, db.mu.l0Spare = false, 0 // its tables are in current (reserveIntraL0Output)
 		// Counted before Flush can see ms flushed: its caller's Metrics
 		// include them.
 		db.flushes.Add(uint64(len(ms)))

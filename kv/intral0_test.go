@@ -279,7 +279,8 @@ func TestIntraL0ConcurrentWriters(t *testing.T) {
 }
 
 // TestIntraL0OutputReservation: an intra-L0 output number is taken only
-// from the current version with no flush under way, and it is above every
+// from the current version, with no flush under way or as the number a
+// running flush left free below its tables (once), and it is above every
 // table's number.
 func TestIntraL0OutputReservation(t *testing.T) {
 	db, err := Open("db", &Options{FS: vfs.NewMem()})
@@ -302,8 +303,14 @@ func TestIntraL0OutputReservation(t *testing.T) {
 	db.mu.flushing = true
 	db.mu.Unlock()
 	require.Zero(t, db.reserveIntraL0Output(v), "a flush is under way")
+	spare := db.allocFileNum()
 	db.mu.Lock()
-	db.mu.flushing = false
+	db.mu.l0Spare = spare
+	db.mu.Unlock()
+	require.Equal(t, spare, db.reserveIntraL0Output(v), "a flush is under way and left a number free")
+	require.Zero(t, db.reserveIntraL0Output(v), "a flush is under way and its spare number is taken")
+	db.mu.Lock()
+	db.mu.flushing, db.mu.l0Spare = false, 0
 	db.mu.Unlock()
 
 	require.NoError(t, db.Set([]byte("b"), []byte("2"), NoSync))
