@@ -207,6 +207,10 @@ type DB struct {
 	// Writer stalls for a queued flush, and the time they took.
 	writeStalls     atomic.Uint64
 	writeStallNanos atomic.Int64
+	// WAL switches, their second halves' time, and the waits of writers
+	// for a second half still running (Metrics.WALSwitches).
+	walSwitches, walSwitchWaits         atomic.Uint64
+	walSwitchSyncNanos, walSwitchWaitNs atomic.Int64
 
 	// testHookCompaction, if set (by tests, under compact.mu), runs at the
 	// start of each background compaction, with its plan booked.

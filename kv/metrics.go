@@ -128,6 +128,18 @@ type Metrics struct {
 	// they waited in all (Pebble's WriteStallCount and WriteStallDuration).
 	WriteStalls    uint64
 	WriteStallTime time.Duration
+	// WALSwitches counts the memtable switches that gave the store a new
+	// WAL; WALSwitchSyncTime is the time their second halves took (the
+	// old WAL fsynced and closed, the directory fsynced), each paid by the
+	// writer whose write filled the memtable, once it has handed the
+	// commit on (docs/ARCHITECTURE.md, "Group commit and the WAL").
+	// WALSwitchWaits counts the times a writer waited for a second half
+	// still running (the next switch, or a Sync write's fsync), and
+	// WALSwitchWaitTime is how long they waited in all: with
+	// WriteStallTime, where writers wait for the disk.
+	WALSwitches                          uint64
+	WALSwitchWaits                       uint64
+	WALSwitchSyncTime, WALSwitchWaitTime time.Duration
 	// CompactionDebt estimates the bytes compactions must still rewrite to
 	// bring every level within its target (compaction.Debt).
 	CompactionDebt uint64
@@ -232,6 +244,9 @@ func (db *DB) Metrics() Metrics {
 	m.CompactionReads, m.CompactionReadBytes = st.Reads.Load(), st.Bytes.Load()
 	m.WriteStalls = db.writeStalls.Load()
 	m.WriteStallTime = time.Duration(db.writeStallNanos.Load())
+	m.WALSwitches, m.WALSwitchWaits = db.walSwitches.Load(), db.walSwitchWaits.Load()
+	m.WALSwitchSyncTime = time.Duration(db.walSwitchSyncNanos.Load())
+	m.WALSwitchWaitTime = time.Duration(db.walSwitchWaitNs.Load())
 	m.FlushTime = time.Duration(db.flushNanos.Load())
 	m.CompactionTime = time.Duration(db.compactNanos.Load())
 	db.compact.mu.Lock()
@@ -279,5 +294,7 @@ func (m Metrics) String() string {
 		m.Flushes, m.MergedFlushes, sizeText(m.BytesFlushed), m.FlushTime.Seconds(), m.Compactions, m.TableMoves,
 		m.IntraL0Compactions, m.CompactionsRunning, sizeText(m.BytesCompactedIn), sizeText(m.BytesCompacted),
 		m.CompactionTime.Seconds(), m.WriteAmplification(), sizeText(m.CompactionDebt), m.WriteStalls, m.WriteStallTime.Seconds())
+	fmt.Fprintf(&b, "WAL switches %d (second halves %.3fs); waits for a second half %d (%.3fs)\n",
+		m.WALSwitches, m.WALSwitchSyncTime.Seconds(), m.WALSwitchWaits, m.WALSwitchWaitTime.Seconds())
 	return b.String()
 }

@@ -1,6 +1,9 @@
 package kv
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // The WAL switch, off the other writers' path. When a memtable fills, the
 // commit leader gives the next memtable a new WAL. The old WAL must be
@@ -40,7 +43,7 @@ type walSwitch struct {
 // handed leadership on (commit). Only the commit leader calls it, once the
 // WAL syncer has drained.
 func (db *DB) rotateWAL(num uint64) error {
-	if err := db.waitWALSwitch(); err != nil {
+	if err := db.waitWALSwitchCounted(); err != nil {
 		return err // the previous switch failed: the store takes no writes
 	}
 	old := db.wal
@@ -65,6 +68,7 @@ func (db *DB) rotateWAL(num uint64) error {
 	db.walToFinish = s
 	db.wal = w
 	db.walNow.Store(w)
+	db.walSwitches.Add(1)
 	db.prepareWAL(reach)
 	return nil
 }
@@ -73,6 +77,8 @@ func (db *DB) rotateWAL(num uint64) error {
 // the directory fsynced (the new WAL's entry).
 func (s *walSwitch) finish(db *DB) {
 	defer close(s.done)
+	start := time.Now()
+	defer func() { db.walSwitchSyncNanos.Add(int64(time.Since(start))) }()
 	if db.switchFinishing != nil {
 		db.switchFinishing()
 	}
@@ -93,5 +99,24 @@ func (db *DB) waitWALSwitch() error {
 		return nil
 	}
 	<-s.done
+	return s.err
+}
+
+// waitWALSwitchCounted is waitWALSwitch for a writer (the next switch, a
+// Sync write's fsync): a wait for a second half still running is counted
+// in Metrics.WALSwitchWaits and WALSwitchWaitTime.
+func (db *DB) waitWALSwitchCounted() error {
+	s := db.walSwitch.Load()
+	if s == nil {
+		return nil
+	}
+	select {
+	case <-s.done:
+	default:
+		start := time.Now()
+		<-s.done
+		db.walSwitchWaits.Add(1)
+		db.walSwitchWaitNs.Add(int64(time.Since(start)))
+	}
 	return s.err
 }

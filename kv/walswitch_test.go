@@ -15,7 +15,8 @@ import (
 // TestWALSwitchOffWritersPath holds a memtable switch's second half (the
 // old WAL's fsync) and checks, on the store's real directory (the WAL
 // mapped on Linux):
-//   - other writers go on writing meanwhile; a Sync write waits for it;
+//   - other writers go on writing meanwhile; a Sync write waits for it,
+//     and Metrics counts the wait and the second half's time;
 //   - a copy of the directory taken then (what a killed process leaves:
 //     the old WAL not cut, not fsynced) opens with every acknowledged
 //     write, those in the new WAL included;
@@ -68,6 +69,7 @@ func TestWALSwitchOffWritersPath(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("no memtable switch")
 	}
+	heldSince := time.Now()
 	// The others write on, into the new WAL.
 	const nb = 100
 	bDone := make(chan error, 1)
@@ -142,10 +144,16 @@ func TestWALSwitchOffWritersPath(t *testing.T) {
 		require.NoError(t, db3.Close())
 	}
 
+	held := time.Since(heldSince)
 	releaseOnce.Do(func() { close(release) })
 	flushOnce.Do(func() { close(flushes) })
 	require.NoError(t, <-aDone)
 	require.NoError(t, <-syncDone)
+	m := db.Metrics()
+	require.GreaterOrEqual(t, m.WALSwitches, uint64(1))
+	require.GreaterOrEqual(t, m.WALSwitchSyncTime, held, "the held second half's time")
+	require.GreaterOrEqual(t, m.WALSwitchWaits, uint64(1), "the Sync write's wait")
+	require.Positive(t, m.WALSwitchWaitTime)
 	require.NoError(t, db.Close())
 }
 
@@ -219,4 +227,23 @@ func TestSwitchRecord(t *testing.T) {
 	require.False(t, ok)
 	_, _, ok = parseSwitchRecord(make([]byte, switchRecordLen))
 	require.False(t, ok, "no magic")
+}
+
+// TestWALSwitchMetrics: every memtable switch gives the store a new WAL
+// and is counted once, whether a full memtable or Flush made it.
+func TestWALSwitchMetrics(t *testing.T) {
+	db, err := Open(t.TempDir(), &Options{MemTableSize: 64 << 10})
+	require.NoError(t, err)
+	defer db.Close()
+	for i := range 5000 {
+		require.NoError(t, db.Set(fmt.Appendf(nil, "k%06d", i), make([]byte, 100), NoSync))
+	}
+	require.NoError(t, db.Flush())
+	m := db.Metrics()
+	t.Logf("%d switches, second halves %v; %d waits, %v", m.WALSwitches, m.WALSwitchSyncTime, m.WALSwitchWaits, m.WALSwitchWaitTime)
+	require.Greater(t, m.WALSwitches, uint64(3), "5000 writes of 100 bytes fill several 64 KiB memtables")
+	require.Equal(t, m.Flushes, m.WALSwitches, "one switch per memtable flushed")
+	require.Positive(t, m.WALSwitchSyncTime)
+	require.LessOrEqual(t, m.WALSwitchWaits, m.WALSwitches)
+	require.Contains(t, m.String(), fmt.Sprintf("WAL switches %d", m.WALSwitches))
 }

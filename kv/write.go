@@ -412,7 +412,7 @@ func (db *DB) syncRound(round []syncGroup) error {
 	if slices.ContainsFunc(round, func(g syncGroup) bool { return g.end.sync }) {
 		// The WAL before this one durable, and this one's name, first: a
 		// Sync write is durable with every write before it.
-		if err := db.waitWALSwitch(); err != nil {
+		if err := db.waitWALSwitchCounted(); err != nil {
 			return err
 		}
 		if err := last.wal.sync(); err != nil {

@@ -82,6 +82,11 @@ type Counters struct {
 	// WriteStalls counts the stalls (kv.Metrics.WriteStalls, Pebble's
 	// WriteStallBegin events).
 	WriteStalls uint64
+	// WALWait is how long writers waited for the previous WAL switch's
+	// fsync to finish, WALWaits how many times (kv.Metrics.WALSwitchWaitTime
+	// and WALSwitchWaits; Known.WALWaits).
+	WALWait  time.Duration
+	WALWaits uint64
 
 	// Known says which counters the store measures.
 	Known Known
@@ -102,6 +107,9 @@ type Known struct {
 	// TableReads: reads of table files are counted (TableReads,
 	// TableReadBytes).
 	TableReads bool
+	// WALWaits: writers' waits for a WAL switch are counted apart (Pebble's
+	// writers wait for its switch inside the commit, counted nowhere).
+	WALWaits bool
 }
 
 // Maybes returns the table probes the filters allowed ("maybe" answers)
@@ -135,6 +143,8 @@ func (c Counters) Sub(before Counters) Counters {
 	d.Compactions -= before.Compactions
 	d.WriteStall -= before.WriteStall
 	d.WriteStalls -= before.WriteStalls
+	d.WALWait -= before.WALWait
+	d.WALWaits -= before.WALWaits
 	d.TableReads -= before.TableReads
 	d.TableReadBytes -= before.TableReadBytes
 	return d

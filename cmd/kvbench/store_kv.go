@@ -155,10 +155,12 @@ func (s *kvStore) Metrics() (Counters, error) {
 		Compactions:          m.Compactions,
 		WriteStall:           m.WriteStallTime,
 		WriteStalls:          m.WriteStalls,
+		WALWait:              m.WALSwitchWaitTime,
+		WALWaits:             m.WALSwitchWaits,
 		MemTableBytes:        m.MemTableBytes,
 		TableReads:           m.TableReads + m.CompactionReads,
 		TableReadBytes:       m.TableReadBytes + m.CompactionReadBytes,
-		Known:                Known{Gets: true, ProbeSplit: true, DataBlockReads: true, Adaptive: true, TableReads: true},
+		Known:                Known{Gets: true, ProbeSplit: true, DataBlockReads: true, Adaptive: true, TableReads: true, WALWaits: true},
 	}
 	for i := range c.Files {
 		c.Files[i] = m.Levels[i].NumFiles

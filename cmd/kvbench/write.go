@@ -73,6 +73,11 @@ type writeResult struct {
 	MaxUs     float64 `json:"max_us"`
 	StallMs   float64 `json:"stall_ms"`
 	Stalls    uint64  `json:"stalls"` // how many times writers stalled
+	// WALWaitMs and WALWaits: writers' waits for the previous WAL
+	// switch's fsync (Counters.WALWait), null where the store does not
+	// count them.
+	WALWaitMs *float64 `json:"wal_wait_ms"`
+	WALWaits  *uint64  `json:"wal_waits"`
 	// Flushes and Compactions ran during the writes: memtables flushed
 	// (several may go in one flush) and compactions that rewrote tables
 	// (moves are not counted).
@@ -271,6 +276,10 @@ func writeRun(name string, cfg StoreConfig, spec writeSpec, ops, seed uint64, pr
 	res.P50us, res.P99us, res.P999us = all.quantile(0.50), all.quantile(0.99), all.quantile(0.999)
 	res.MaxUs = float64(longest) / 1e3
 	res.StallMs, res.Stalls = float64(d.WriteStall)/1e6, d.WriteStalls
+	if d.Known.WALWaits {
+		ms, n := float64(d.WALWait)/1e6, d.WALWaits
+		res.WALWaitMs, res.WALWaits = &ms, &n
+	}
 	res.Flushes, res.Compactions = d.Flushes, d.Compactions
 	res.WriteAmp = float64(d.BytesFlushed+d.BytesCompacted) / bytes
 	closed = true
@@ -330,7 +339,7 @@ func (w *writeWorker) write(st Store, spec writeSpec, first, ops, seed uint64, p
 func printWriteTable(w io.Writer, spec writeSpec, stores []string, runs []writeResult, repeat int) {
 	fmt.Fprintf(w, "\n%s: %d writes a run, %d run%s a store (medians)\n", spec, runs[0].Writes, repeat, plural(repeat))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "store\twrites/s (runs)\tMiB/s\tp50 µs\tp99 µs\tp99.9 µs\tmax µs\tstall ms (stalls)\tmemtables flushed\tcompactions\tWA\t")
+	fmt.Fprintln(tw, "store\twrites/s (runs)\tMiB/s\tp50 µs\tp99 µs\tp99.9 µs\tmax µs\tstall ms (stalls)\tWAL wait ms (waits)\tmemtables flushed\tcompactions\tWA\t")
 	med := map[string]writeResult{}
 	for _, name := range stores {
 		var mine []writeResult
@@ -349,8 +358,12 @@ func printWriteTable(w io.Writer, spec writeSpec, stores []string, runs []writeR
 		if len(mine) > 1 {
 			rng = fmt.Sprintf(" (%s–%s)", kOps(lo), kOps(hi))
 		}
-		fmt.Fprintf(tw, "%s\t%s%s\t%.1f\t%s\t%s\t%s\t%s\t%.0f (%d)\t%d\t%d\t%.2f\t\n", name, kOps(m.OpsPerSec), rng,
-			m.MBPerSec, usText(m.P50us), usText(m.P99us), usText(m.P999us), usText(m.MaxUs), m.StallMs, m.Stalls, m.Flushes, m.Compactions, m.WriteAmp)
+		walWait := "n/a"
+		if m.WALWaitMs != nil {
+			walWait = fmt.Sprintf("%.0f (%d)", *m.WALWaitMs, *m.WALWaits)
+		}
+		fmt.Fprintf(tw, "%s\t%s%s\t%.1f\t%s\t%s\t%s\t%s\t%.0f (%d)\t%s\t%d\t%d\t%.2f\t\n", name, kOps(m.OpsPerSec), rng,
+			m.MBPerSec, usText(m.P50us), usText(m.P99us), usText(m.P999us), usText(m.MaxUs), m.StallMs, m.Stalls, walWait, m.Flushes, m.Compactions, m.WriteAmp)
 	}
 	_ = tw.Flush()
 	if len(stores) < 2 {
@@ -396,6 +409,11 @@ func medianWrite(rs []writeResult) writeResult {
 	m.MaxUs = f(func(r writeResult) float64 { return r.MaxUs })
 	m.StallMs = f(func(r writeResult) float64 { return r.StallMs })
 	m.Stalls = uint64(f(func(r writeResult) float64 { return float64(r.Stalls) }))
+	if rs[0].WALWaitMs != nil {
+		ms := f(func(r writeResult) float64 { return *r.WALWaitMs })
+		n := uint64(f(func(r writeResult) float64 { return float64(*r.WALWaits) }))
+		m.WALWaitMs, m.WALWaits = &ms, &n
+	}
 	m.Flushes = uint64(f(func(r writeResult) float64 { return float64(r.Flushes) }))
 	m.Compactions = uint64(f(func(r writeResult) float64 { return float64(r.Compactions) }))
 	m.WriteAmp = f(func(r writeResult) float64 { return r.WriteAmp })

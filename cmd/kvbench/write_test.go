@@ -25,6 +25,7 @@ func TestWriteMode(t *testing.T) {
 	require.Contains(t, table, "2 KiB values, 2 writers, Sync, random keys: 1000 writes a run")
 	require.Contains(t, table, "100 B values, 1 writer, NoSync, random keys: 6000 writes a run")
 	require.Contains(t, table, "aprefix / pebble: throughput")
+	require.Contains(t, table, "WAL wait ms (waits)")
 	stores := map[string]int{}
 	for _, r := range results {
 		stores[r.Store]++
@@ -42,6 +43,13 @@ func TestWriteMode(t *testing.T) {
 		require.LessOrEqual(t, r.P50us, r.P99us)
 		require.LessOrEqual(t, r.P99us, r.P999us)
 		require.LessOrEqual(t, r.P999us, r.MaxUs*1.05, "the histogram's buckets are 3% wide")
+		if r.Store == "pebble" {
+			require.Nil(t, r.WALWaitMs, "Pebble does not count its writers' waits for a WAL switch")
+		} else {
+			require.NotNil(t, r.WALWaitMs)
+			require.NotNil(t, r.WALWaits)
+			require.Equal(t, *r.WALWaits == 0, *r.WALWaitMs == 0, "%+v", r)
+		}
 		if r.ValueSize == 2048 && !r.Sync {
 			// 12 MB through 64 KiB memtables: flushes and compactions ran.
 			require.Positive(t, r.Flushes, "%+v", r)
