@@ -84,9 +84,13 @@ type DB struct {
 	// walNext is the WAL being prepared for the next memtable (walnext.go);
 	// used only by the commit leader, and by Close after the last one.
 	walNext *walPrep
-	// walSwitch is the last WAL switch, whose second half may still run
-	// (walswitch.go): the WAL syncer, the next switch and Close wait for it.
-	walSwitch atomic.Pointer[walSwitch]
+	// walPending are the WAL switches whose second half may still run, and
+	// those that failed (walswitch.go): the WAL syncer and Close wait for
+	// them. list is copied on write.
+	walPending struct {
+		mu   sync.Mutex
+		list []*walSwitch
+	}
 	// walToFinish is a switch the commit leader made during its group: it
 	// finishes it once it has handed leadership on (commit).
 	walToFinish *walSwitch
@@ -543,7 +547,7 @@ func (db *DB) Close() error {
 			err = e
 		}
 	}
-	keep(db.waitWALSwitch())
+	keep(db.waitWALSwitches(false))
 	if db.wal != nil {
 		keep(db.wal.close())
 	}

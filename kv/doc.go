@@ -104,8 +104,12 @@
 // end, or a machine crash may have torn it before that offset, which is
 // tolerated like a torn tail when no later record says it was fsynced past
 // the tear: recovery keeps its records before the tear and drops the WALs
-// after it, whose writes were all NoSync (a Sync write waits for the
-// switch).
+// after it, whose writes were all NoSync (a Sync write waits for every
+// switch). A switch does not wait for the one before it to finish, so a
+// machine crash may also lose a WAL's directory entry while a later WAL
+// stays: a WAL whose switch record names a missing WAL ends the replay the
+// same way, unless a later WAL says it was fsynced (then it is
+// ErrCorruption).
 // A bad last manifest record is a torn write only when nothing acted on it:
 // the state before it must still be on disk (the WAL it names, its tables),
 // since a durable edit deletes the WAL or tables it replaces; otherwise it
@@ -113,8 +117,8 @@
 // cut at a record boundary: the WAL it names is gone while a newer WAL is
 // there, which only a durable, now missing, edit leaves.
 // Any other bad record, a bad record in an older WAL (those are fsynced whole
-// before a Sync write or the next switch in the WAL after them; without a
-// switch record after them, before the next one started), a malformed batch, a bad manifest record
+// before a Sync write in a later WAL; without a switch record after them,
+// before the next one started), a malformed batch, a bad manifest record
 // followed by valid ones, a missing table or a table that fails its
 // checksums is reported as an error wrapping ErrCorruption, never silently
 // dropped. (A flipped bit in the very last synced records of a WAL cannot be

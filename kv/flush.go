@@ -126,6 +126,13 @@ func (db *DB) flushMemtables(ms []*memEntry, nextLog uint64) (err error) {
 			db.warmTable(meta.FileNum)
 		}
 	}
+	// The edit names WAL nextLog as the oldest the store needs: its
+	// directory entry durable first (the switch that created it finished,
+	// see walswitch.go), so that a crash never leaves a manifest naming a
+	// WAL that is gone.
+	if err := db.waitWALSwitches(false); err != nil {
+		return err
+	}
 	err = db.logAndApply(edit, func() {
 		db.mu.imm = slices.Clone(db.mu.imm[len(ms):])
 		for _, m := range ms {

@@ -133,10 +133,9 @@ type Metrics struct {
 	// old WAL fsynced and closed, the directory fsynced), each paid by the
 	// writer whose write filled the memtable, once it has handed the
 	// commit on (docs/ARCHITECTURE.md, "Group commit and the WAL").
-	// WALSwitchWaits counts the times a writer waited for a second half
-	// still running (the next switch, or a Sync write's fsync), and
-	// WALSwitchWaitTime is how long they waited in all: with
-	// WriteStallTime, where writers wait for the disk.
+	// WALSwitchWaits counts the times a Sync write's fsync waited for
+	// second halves still running (a NoSync write never waits for one),
+	// and WALSwitchWaitTime is how long they waited in all.
 	WALSwitches                          uint64
 	WALSwitchWaits                       uint64
 	WALSwitchSyncTime, WALSwitchWaitTime time.Duration

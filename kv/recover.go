@@ -7,6 +7,7 @@ package kv
 // corruption policy, docs/ARCHITECTURE.md ("Contracts") for the rules.
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -230,14 +231,25 @@ func newerWAL(names []string, logNum uint64) (string, bool) {
 }
 
 // replayWALs replays the WALs wals (ascending) into memtables, raising
-// db.lastSeq to the last sequence number replayed. A memtable takes whole
-// batches until it reaches MemTableSize, as in the running store, so each
-// stays within memtable.Capacity; there is always at least one, the
-// newest last. The newest WAL, whose
-// torn tail is tolerated, is the newest with data: a later empty (or
-// all-zero, see walHasData) WAL was
-// created by a rotation or a recovery that went no further, before any
-// record was written to it (see replayWAL).
+// db.lastSeq to the last sequence number replayed. A memtable takes whole batches until
+// it reaches MemTableSize, as in the running store, so each stays within
+// memtable.Capacity; there is always at least one, the newest last. The
+// newest WAL, whose torn tail is tolerated, is the newest with data: a
+// later empty (or all-zero, see walHasData) WAL was created by a rotation
+// or a recovery that went no further, before any record was written to
+// it (see replayWAL).
+//
+// The WALs form a chain: each one a switch created starts with a switch
+// record naming the one before. A WAL whose switch record names a WAL
+// between it and the WAL before it in wals follows a WAL whose directory
+// entry a machine crash lost before its switch finished: the replay ends
+// before it, as at a WAL torn then (the writes from there on were all
+// NoSync: a Sync write waits for every switch). If one of the WALs from
+// there on says it was fsynced (a record's synced offset), the missing
+// WAL was durable and then lost: ErrCorruption. (The first WAL, the one
+// the manifest names, is never missing after a crash: a flush waits for
+// the switches before its manifest edit names a newer WAL, and
+// checkStateOnDisk reports it gone.)
 func (db *DB) replayWALs(wals []uint64) ([]*memtable.MemTable, error) {
 	fs, dir := db.fs, db.dir
 	newest := len(wals) - 1
@@ -257,16 +269,24 @@ func (db *DB) replayWALs(wals []uint64) ([]*memtable.MemTable, error) {
 		// one). A next WAL with data but no readable first record lost its
 		// start in a crash during the switch: this one may be torn as the
 		// newest is.
-		last, sealedAt := i >= newest, int64(-1)
+		last, sealedAt, gap := i >= newest, int64(-1), false
 		if i < newest {
 			rec, err := firstRecord(fs, fs.PathJoin(dir, walFileName(wals[i+1])))
 			if err != nil {
 				return nil, err
 			}
-			if prev, end, ok := parseSwitchRecord(rec); ok && prev == num {
+			prev, end, ok := parseSwitchRecord(rec)
+			switch {
+			case ok && prev == num:
 				sealedAt = end
+			case ok && prev > num:
+				// WAL prev, between this one and the next, is gone.
+				if err := db.checkNoSyncAfterGap(prev, wals[i+1:]); err != nil {
+					return nil, err
+				}
+				gap = true
 			}
-			last = last || rec == nil
+			last = last || rec == nil || gap
 		}
 		_, err := replayWAL(fs, fs.PathJoin(dir, walFileName(num)), last, sealedAt, func(data []byte) error {
 			if _, _, ok := parseSwitchRecord(data); ok {
@@ -286,7 +306,7 @@ func (db *DB) replayWALs(wals []uint64) ([]*memtable.MemTable, error) {
 			})
 			return err
 		})
-		if errors.Is(err, errSwitchTorn) {
+		if errors.Is(err, errSwitchTorn) || (err == nil && gap) {
 			break // the WALs after it hold only later, unacknowledged writes
 		}
 		if err != nil {
@@ -295,6 +315,32 @@ func (db *DB) replayWALs(wals []uint64) ([]*memtable.MemTable, error) {
 	}
 	return mts, nil
 }
+
+// checkNoSyncAfterGap returns ErrCorruption if one of the WALs after the
+// missing WAL missing was fsynced: a Sync write waits for every switch
+// before it, so the missing WAL was durable (see replayWALs).
+func (db *DB) checkNoSyncAfterGap(missing uint64, after []uint64) error {
+	for _, num := range after {
+		data, err := readFile(db.fs, db.fs.PathJoin(db.dir, walFileName(num)))
+		if err != nil {
+			return err
+		}
+		synced := false
+		_ = readLog(data, func(rec []byte) error {
+			if len(rec) >= 8 && binary.LittleEndian.Uint64(rec[:8]) > 0 {
+				synced = true
+				return errStop
+			}
+			return nil
+		}, func(int64, error) error { return nil })
+		if synced {
+			return fmt.Errorf("%w: WAL %s is missing, and WAL %s after it was fsynced", ErrCorruption, walFileName(missing), walFileName(num))
+		}
+	}
+	return nil
+}
+
+var errStop = errors.New("stop")
 
 // deleteObsoleteFiles deletes, among the directory's files names, those
 // nothing refers to once levels, WAL walNum and manifest manNum are the

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -19,17 +20,23 @@ import (
 // group into the new WAL; once it has handed leadership on, it finishes
 // the switch (walSwitch.finish: the old WAL cut, fsynced and closed, the
 // directory fsynced) while the next leader writes. The writer whose write
-// filled the memtable pays for the switch, as before; the others do not.
+// filled the memtable pays for the switch; the others do not, and neither
+// does the next switch: it does not wait for this one's second half (it
+// did, and with two writers the other one then waited at ~80% of the
+// switches, as long in all as the writers stalled for flushes). Each
+// second half runs on the writer that made the switch, so no more of them
+// run at once than there are writers.
 //
-// A crash of the process loses nothing: the old WAL's records are in the
-// page cache, and recovery reads it up to where the switch record says it
-// ends. A crash of the machine before the old WAL is durable may leave it
-// torn while the new one kept records: recovery finds the old WAL shorter
-// than its switch record says, keeps what it has and drops the WALs after
-// it, whose writes came later and were all NoSync (see replayWAL). What
-// must not run ahead of the switch waits for it: the fsync of a Sync write
-// (durable only with every write before it), the next switch (one old WAL
-// unsynced at a time), and Close.
+// A crash of the process loses nothing: the old WALs' records are in the
+// page cache, and recovery reads each up to where the next one's switch
+// record says it ends. A crash of the machine before a switch finished may
+// leave its old WAL torn, or (its directory entry not yet durable) gone,
+// while later WALs kept records: recovery keeps what comes before the
+// first torn or missing WAL and drops the WALs after it, whose writes came
+// later and were all NoSync (see replayWALs). What must not run ahead of
+// the switches waits for every one still finishing (waitWALSwitches): the
+// fsync of a Sync write (durable only with every write before it) and
+// Close.
 
 // walSwitch is a switch whose second half (finish) may still run.
 type walSwitch struct {
@@ -43,8 +50,8 @@ type walSwitch struct {
 // handed leadership on (commit). Only the commit leader calls it, once the
 // WAL syncer has drained.
 func (db *DB) rotateWAL(num uint64) error {
-	if err := db.waitWALSwitchCounted(); err != nil {
-		return err // the previous switch failed: the store takes no writes
+	if err := db.bgErrNow.Load(); err != nil {
+		return *err // an earlier switch (or other background work) failed: no writes
 	}
 	old := db.wal
 	reach := old.populateReach()
@@ -64,7 +71,10 @@ func (db *DB) rotateWAL(num uint64) error {
 	}
 	w.adoptBuffers(old)
 	s := &walSwitch{old: old, done: make(chan struct{})}
-	db.walSwitch.Store(s)
+	db.walPending.mu.Lock()
+	// Copied on write: a waiter reads the slice it took without the lock.
+	db.walPending.list = append(slices.Clip(db.walPending.list), s)
+	db.walPending.mu.Unlock()
 	db.walToFinish = s
 	db.wal = w
 	db.walNow.Store(w)
@@ -74,9 +84,10 @@ func (db *DB) rotateWAL(num uint64) error {
 }
 
 // finish is the switch's second half: the old WAL fsynced and closed, and
-// the directory fsynced (the new WAL's entry).
+// the directory fsynced (the new WAL's entry). Done, it leaves the pending
+// switches; failed, it stays there, so that every later wait returns its
+// error (the store takes no more writes: setBGErr).
 func (s *walSwitch) finish(db *DB) {
-	defer close(s.done)
 	start := time.Now()
 	defer func() { db.walSwitchSyncNanos.Add(int64(time.Since(start))) }()
 	if db.switchFinishing != nil {
@@ -84,39 +95,42 @@ func (s *walSwitch) finish(db *DB) {
 	}
 	if err := s.old.finish(); err != nil {
 		s.err = db.setBGErr(fmt.Errorf("kv: close WAL: %w", err))
-		return
-	}
-	if err := syncDir(db.fs, db.dir); err != nil {
+	} else if err := syncDir(db.fs, db.dir); err != nil {
 		s.err = db.setBGErr(fmt.Errorf("kv: sync dir: %w", err))
 	}
+	if s.err == nil {
+		db.walPending.mu.Lock()
+		db.walPending.list = slices.DeleteFunc(slices.Clone(db.walPending.list), func(p *walSwitch) bool { return p == s })
+		db.walPending.mu.Unlock()
+	}
+	close(s.done)
 }
 
-// waitWALSwitch waits for the last switch's second half, if it runs, and
-// returns its error.
-func (db *DB) waitWALSwitch() error {
-	s := db.walSwitch.Load()
-	if s == nil {
-		return nil
+// waitWALSwitches waits for the second halves of the switches still
+// finishing and returns the first error among them. With counted (a
+// writer's wait: a Sync write's fsync) a wait for one still running is
+// counted in Metrics.WALSwitchWaits and WALSwitchWaitTime.
+func (db *DB) waitWALSwitches(counted bool) error {
+	db.walPending.mu.Lock()
+	pending := db.walPending.list
+	db.walPending.mu.Unlock()
+	var start time.Time
+	for _, s := range pending {
+		select {
+		case <-s.done:
+		default:
+			if counted && start.IsZero() {
+				start = time.Now()
+			}
+			<-s.done
+		}
+		if s.err != nil {
+			return s.err
+		}
 	}
-	<-s.done
-	return s.err
-}
-
-// waitWALSwitchCounted is waitWALSwitch for a writer (the next switch, a
-// Sync write's fsync): a wait for a second half still running is counted
-// in Metrics.WALSwitchWaits and WALSwitchWaitTime.
-func (db *DB) waitWALSwitchCounted() error {
-	s := db.walSwitch.Load()
-	if s == nil {
-		return nil
-	}
-	select {
-	case <-s.done:
-	default:
-		start := time.Now()
-		<-s.done
+	if !start.IsZero() {
 		db.walSwitchWaits.Add(1)
 		db.walSwitchWaitNs.Add(int64(time.Since(start)))
 	}
-	return s.err
+	return nil
 }

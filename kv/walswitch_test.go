@@ -247,3 +247,161 @@ func TestWALSwitchMetrics(t *testing.T) {
 	require.LessOrEqual(t, m.WALSwitchWaits, m.WALSwitches)
 	require.Contains(t, m.String(), fmt.Sprintf("WAL switches %d", m.WALSwitches))
 }
+
+// TestWALSwitchChain holds the first switch's second half (the old WAL not
+// fsynced) and checks that the next switches do not wait for it: another
+// writer fills several more memtables meanwhile, none of its writes waits,
+// and recovery over the chain of WALs keeps a prefix of the writes when a
+// machine crash took the first one's end or a later one's directory entry,
+// and everything when only the process died. A Sync write waits for the
+// held second half.
+func TestWALSwitchChain(t *testing.T) {
+	dir := t.TempDir()
+	release, flushes := make(chan struct{}), make(chan struct{})
+	var releaseOnce, flushOnce sync.Once
+	defer releaseOnce.Do(func() { close(release) })
+	defer flushOnce.Do(func() { close(flushes) })
+	// Flushes are held, so that every WAL stays; 16 memtables may queue.
+	db, err := Open(dir, &Options{MemTableSize: 64 << 10, MaxImmutableMemTables: 16,
+		EventListener: &EventListener{FlushBegin: func(FlushInfo) { <-flushes }}})
+	require.NoError(t, err)
+	finishing := make(chan struct{})
+	var held atomic.Bool
+	db.switchFinishing = func() {
+		if held.CompareAndSwap(false, true) { // the first switch only: the later ones go on
+			close(finishing)
+			<-release
+		}
+	}
+	keyA := func(i int) []byte { return fmt.Appendf(nil, "a%06d", i) }
+	keyB := func(i int) []byte { return fmt.Appendf(nil, "b%06d", i) }
+	var acked atomic.Int64
+	aDone := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			if err := db.Set(keyA(i), crashValue(keyA(i)), NoSync); err != nil {
+				aDone <- err
+				return
+			}
+			acked.Store(int64(i + 1))
+			select {
+			case <-finishing:
+				aDone <- nil
+				return
+			default:
+			}
+		}
+	}()
+	select {
+	case <-finishing:
+	case err := <-aDone:
+		t.Fatalf("writer A stopped before a switch: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("no memtable switch")
+	}
+	// Writer B fills three more memtables while the first switch is held.
+	nb := 0
+	bDone := make(chan error, 1)
+	go func() {
+		for db.Metrics().WALSwitches < 4 {
+			if err := db.Set(keyB(nb), crashValue(keyB(nb)), NoSync); err != nil {
+				bDone <- err
+				return
+			}
+			nb++
+		}
+		bDone <- nil
+	}()
+	select {
+	case err := <-bDone:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the next switch waits for the held one's second half")
+	}
+	require.Zero(t, db.Metrics().WALSwitchWaits, "no write waited for a switch")
+	syncDone := make(chan error, 1)
+	go func() { syncDone <- db.Set([]byte("s"), []byte("sync"), Sync) }()
+	select {
+	case err := <-syncDone:
+		t.Fatalf("a Sync write returned before the first old WAL was fsynced (err %v)", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+
+	na := int(acked.Load())
+	killed := cloneFS(t, vfs.Default, dir)
+	wals := walFiles(t, killed, dir)
+	slices.Sort(wals)
+	require.GreaterOrEqual(t, len(wals), 5, "the first WAL and four after it")
+	// keys opens a copy of the store in fs and returns its keys in order.
+	keys := func(fs vfs.FS) []string {
+		db2, err := Open(dir, &Options{FS: fs})
+		require.NoError(t, err)
+		defer func() { require.NoError(t, db2.Close()) }()
+		it, err := db2.NewIter(nil)
+		require.NoError(t, err)
+		var got []string
+		for ok := it.First(); ok; ok = it.Next() {
+			got = append(got, string(it.Key()))
+		}
+		require.NoError(t, it.Close())
+		return got
+	}
+	// prefixOfA checks that got is a0, a1, ... (at most most keys): no
+	// write of a later WAL without every one before it.
+	prefixOfA := func(got []string, most int, what string) {
+		require.LessOrEqual(t, len(got), most, what)
+		for i, k := range got {
+			require.Equal(t, string(keyA(i)), k, what)
+		}
+	}
+
+	// The process died: every acknowledged write is there (and those in
+	// flight may be: A's, held in the switch, and the Sync write).
+	got := keys(killed)
+	have := make(map[string]bool, len(got))
+	for _, k := range got {
+		have[k] = true
+	}
+	for i := range na {
+		require.True(t, have[string(keyA(i))], "acknowledged key a%d lost", i)
+	}
+	for i := range nb {
+		require.True(t, have[string(keyB(i))], "acknowledged key b%d lost", i)
+	}
+	// The machine died before the first switch's fsync: the first WAL torn.
+	torn := cloneFS(t, vfs.Default, dir)
+	path := torn.PathJoin(dir, wals[0])
+	data, err := readFile(torn, path)
+	require.NoError(t, err)
+	end := len(data)
+	for end > 0 && data[end-1] == 0 {
+		end-- // the zero tail of a mapped WAL
+	}
+	rewriteFile(t, torn, path, data[:end/2])
+	got = keys(torn)
+	require.NotEmpty(t, got)
+	prefixOfA(got, na-1, "the first WAL torn: its end gone, and every later WAL")
+	// ... or lost the directory entry of the second WAL.
+	gone := cloneFS(t, vfs.Default, dir)
+	require.NoError(t, gone.Remove(gone.PathJoin(dir, wals[1])))
+	got = keys(gone)
+	require.NotEmpty(t, got)
+	prefixOfA(got, na, "the second WAL gone: the first one's writes only")
+
+	releaseOnce.Do(func() { close(release) })
+	require.NoError(t, <-aDone)
+	require.NoError(t, <-syncDone)
+	require.GreaterOrEqual(t, db.Metrics().WALSwitchWaits, uint64(1), "the Sync write's wait")
+	// Once a Sync write has returned, a missing WAL is damage, not a
+	// crash: the WAL after it says it was fsynced (the synced offset in
+	// the records written after the fsync).
+	require.NoError(t, db.Set([]byte("t"), []byte("after the sync"), NoSync))
+	damaged := cloneFS(t, vfs.Default, dir)
+	flushOnce.Do(func() { close(flushes) })
+	require.NoError(t, db.Close())
+	syncedWALs := walFiles(t, damaged, dir)
+	slices.Sort(syncedWALs)
+	require.NoError(t, damaged.Remove(damaged.PathJoin(dir, syncedWALs[len(syncedWALs)-2])))
+	_, err = Open(dir, &Options{FS: damaged})
+	require.ErrorIs(t, err, ErrCorruption)
+}

@@ -410,9 +410,9 @@ func (db *DB) syncRound(round []syncGroup) error {
 	}
 	last := round[len(round)-1].end
 	if slices.ContainsFunc(round, func(g syncGroup) bool { return g.end.sync }) {
-		// The WAL before this one durable, and this one's name, first: a
+		// The WALs before this one durable, and this one's name, first: a
 		// Sync write is durable with every write before it.
-		if err := db.waitWALSwitchCounted(); err != nil {
+		if err := db.waitWALSwitches(true); err != nil {
 			return err
 		}
 		if err := last.wal.sync(); err != nil {
