@@ -231,13 +231,13 @@ func newerWAL(names []string, logNum uint64) (string, bool) {
 }
 
 // replayWALs replays the WALs wals (ascending) into memtables, raising
-// db.lastSeq to the last sequence number replayed. A memtable takes whole batches until
-// it reaches MemTableSize, as in the running store, so each stays within
-// memtable.Capacity; there is always at least one, the newest last. The
-// newest WAL, whose torn tail is tolerated, is the newest with data: a
-// later empty (or all-zero, see walHasData) WAL was created by a rotation
-// or a recovery that went no further, before any record was written to
-// it (see replayWAL).
+// db.lastSeq to the last sequence number replayed. A memtable takes whole
+// batches until it reaches MemTableSize, as in the running store, so each
+// stays within memtable.Capacity; there is always at least one, the newest
+// last. The newest WAL, whose torn tail is tolerated, is the newest with
+// data: a later empty (or all-zero, see walHasData) WAL was created by a
+// rotation or a recovery that went no further, before any record was
+// written to it (see replayWAL).
 //
 // The WALs form a chain: each one a switch created starts with a switch
 // record naming the one before. A WAL whose switch record names a WAL
@@ -316,9 +316,10 @@ func (db *DB) replayWALs(wals []uint64) ([]*memtable.MemTable, error) {
 	return mts, nil
 }
 
-// checkNoSyncAfterGap returns ErrCorruption if one of the WALs after the
-// missing WAL missing was fsynced: a Sync write waits for every switch
-// before it, so the missing WAL was durable (see replayWALs).
+// checkNoSyncAfterGap returns ErrCorruption if one of the WALs after (those
+// after the missing WAL missing) says it was fsynced: a Sync write waits
+// for every switch before it, so the missing WAL had been durable (see
+// replayWALs).
 func (db *DB) checkNoSyncAfterGap(missing uint64, after []uint64) error {
 	for _, num := range after {
 		data, err := readFile(db.fs, db.fs.PathJoin(db.dir, walFileName(num)))
