@@ -49,8 +49,8 @@
 // keys and incompressible values, over value sizes, writer counts, Sync or
 // NoSync and key orders, into a fresh adaptkv store and a fresh Pebble peer
 // per run, with per-write latency in a bounded log-linear histogram
-// (p50/p99/p99.9), the longest write, stall time, the adaptkv writers' waits
-// for the previous WAL switch's fsync, flushes, compactions and write
+// (p50/p99/p99.9), the longest write, stall time, the adaptkv Sync writes'
+// waits for WAL switches still finishing, flushes, compactions and write
 // amplification.
 //
 // Run "go run ./cmd/kvbench -h" for the flags.

@@ -82,9 +82,9 @@ type Counters struct {
 	// WriteStalls counts the stalls (kv.Metrics.WriteStalls, Pebble's
 	// WriteStallBegin events).
 	WriteStalls uint64
-	// WALWait is how long writers waited for the previous WAL switch's
-	// fsync to finish, WALWaits how many times (kv.Metrics.WALSwitchWaitTime
-	// and WALSwitchWaits; Known.WALWaits).
+	// WALWait is how long writers waited for WAL switches still
+	// finishing (the old WAL's fsync), WALWaits how many times
+	// (kv.Metrics.WALSwitchWaitTime and WALSwitchWaits; Known.WALWaits).
 	WALWait  time.Duration
 	WALWaits uint64
 

@@ -73,9 +73,9 @@ type writeResult struct {
 	MaxUs     float64 `json:"max_us"`
 	StallMs   float64 `json:"stall_ms"`
 	Stalls    uint64  `json:"stalls"` // how many times writers stalled
-	// WALWaitMs and WALWaits: writers' waits for the previous WAL
-	// switch's fsync (Counters.WALWait), null where the store does not
-	// count them.
+	// WALWaitMs and WALWaits: writers' waits for WAL switches still
+	// finishing (Counters.WALWait), null where the store does not count
+	// them.
 	WALWaitMs *float64 `json:"wal_wait_ms"`
 	WALWaits  *uint64  `json:"wal_waits"`
 	// Flushes and Compactions ran during the writes: memtables flushed
