@@ -25,50 +25,8 @@ import (
 //     new WAL's.
 func TestWALSwitchOffWritersPath(t *testing.T) {
 	dir := t.TempDir()
-	release, flushes := make(chan struct{}), make(chan struct{})
-	var releaseOnce, flushOnce sync.Once
-	defer releaseOnce.Do(func() { close(release) })
-	defer flushOnce.Do(func() { close(flushes) })
-	db, err := Open(dir, &Options{MemTableSize: 64 << 10,
-		EventListener: &EventListener{FlushBegin: func(FlushInfo) { <-flushes }}})
-	require.NoError(t, err)
-	finishing := make(chan struct{})
-	var first sync.Once
-	db.switchFinishing = func() {
-		first.Do(func() {
-			close(finishing)
-			<-release
-		})
-	}
-
-	// Writer A writes until its write fills the memtable: it switches and
-	// is held in the switch's second half.
-	keyA := func(i int) []byte { return fmt.Appendf(nil, "a%06d", i) }
-	keyB := func(i int) []byte { return fmt.Appendf(nil, "b%06d", i) }
-	var acked atomic.Int64
-	aDone := make(chan error, 1)
-	go func() {
-		for i := 0; ; i++ {
-			if err := db.Set(keyA(i), crashValue(keyA(i)), NoSync); err != nil {
-				aDone <- err
-				return
-			}
-			acked.Store(int64(i + 1))
-			select {
-			case <-finishing:
-				aDone <- nil
-				return
-			default:
-			}
-		}
-	}()
-	select {
-	case <-finishing:
-	case err := <-aDone:
-		t.Fatalf("writer A stopped before a switch: %v", err)
-	case <-time.After(time.Minute):
-		t.Fatal("no memtable switch")
-	}
+	h := holdFirstSwitch(t, dir, Options{})
+	db, acked, aDone, keyA, keyB := h.db, &h.acked, h.aDone, switchKeyA, switchKeyB
 	heldSince := time.Now()
 	// The others write on, into the new WAL.
 	const nb = 100
@@ -145,8 +103,8 @@ func TestWALSwitchOffWritersPath(t *testing.T) {
 	}
 
 	held := time.Since(heldSince)
-	releaseOnce.Do(func() { close(release) })
-	flushOnce.Do(func() { close(flushes) })
+	h.release()
+	h.releaseFlushes()
 	require.NoError(t, <-aDone)
 	require.NoError(t, <-syncDone)
 	m := db.Metrics()
@@ -257,48 +215,9 @@ func TestWALSwitchMetrics(t *testing.T) {
 // held second half.
 func TestWALSwitchChain(t *testing.T) {
 	dir := t.TempDir()
-	release, flushes := make(chan struct{}), make(chan struct{})
-	var releaseOnce, flushOnce sync.Once
-	defer releaseOnce.Do(func() { close(release) })
-	defer flushOnce.Do(func() { close(flushes) })
 	// Flushes are held, so that every WAL stays; 16 memtables may queue.
-	db, err := Open(dir, &Options{MemTableSize: 64 << 10, MaxImmutableMemTables: 16,
-		EventListener: &EventListener{FlushBegin: func(FlushInfo) { <-flushes }}})
-	require.NoError(t, err)
-	finishing := make(chan struct{})
-	var held atomic.Bool
-	db.switchFinishing = func() {
-		if held.CompareAndSwap(false, true) { // the first switch only: the later ones go on
-			close(finishing)
-			<-release
-		}
-	}
-	keyA := func(i int) []byte { return fmt.Appendf(nil, "a%06d", i) }
-	keyB := func(i int) []byte { return fmt.Appendf(nil, "b%06d", i) }
-	var acked atomic.Int64
-	aDone := make(chan error, 1)
-	go func() {
-		for i := 0; ; i++ {
-			if err := db.Set(keyA(i), crashValue(keyA(i)), NoSync); err != nil {
-				aDone <- err
-				return
-			}
-			acked.Store(int64(i + 1))
-			select {
-			case <-finishing:
-				aDone <- nil
-				return
-			default:
-			}
-		}
-	}()
-	select {
-	case <-finishing:
-	case err := <-aDone:
-		t.Fatalf("writer A stopped before a switch: %v", err)
-	case <-time.After(time.Minute):
-		t.Fatal("no memtable switch")
-	}
+	h := holdFirstSwitch(t, dir, Options{MaxImmutableMemTables: 16})
+	db, aDone, keyA, keyB := h.db, h.aDone, switchKeyA, switchKeyB
 	// Writer B fills three more memtables while the first switch is held.
 	nb := 0
 	bDone := make(chan error, 1)
@@ -327,7 +246,7 @@ func TestWALSwitchChain(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 
-	na := int(acked.Load())
+	na := int(h.acked.Load())
 	killed := cloneFS(t, vfs.Default, dir)
 	wals := walFiles(t, killed, dir)
 	slices.Sort(wals)
@@ -388,7 +307,7 @@ func TestWALSwitchChain(t *testing.T) {
 	require.NotEmpty(t, got)
 	prefixOfA(got, na, "the second WAL gone: the first one's writes only")
 
-	releaseOnce.Do(func() { close(release) })
+	h.release()
 	require.NoError(t, <-aDone)
 	require.NoError(t, <-syncDone)
 	require.GreaterOrEqual(t, db.Metrics().WALSwitchWaits, uint64(1), "the Sync write's wait")
@@ -397,11 +316,74 @@ func TestWALSwitchChain(t *testing.T) {
 	// the records written after the fsync).
 	require.NoError(t, db.Set([]byte("t"), []byte("after the sync"), NoSync))
 	damaged := cloneFS(t, vfs.Default, dir)
-	flushOnce.Do(func() { close(flushes) })
+	h.releaseFlushes()
 	require.NoError(t, db.Close())
 	syncedWALs := walFiles(t, damaged, dir)
 	slices.Sort(syncedWALs)
 	require.NoError(t, damaged.Remove(damaged.PathJoin(dir, syncedWALs[len(syncedWALs)-2])))
 	_, err = Open(dir, &Options{FS: damaged})
 	require.ErrorIs(t, err, ErrCorruption)
+}
+
+func switchKeyA(i int) []byte { return fmt.Appendf(nil, "a%06d", i) }
+func switchKeyB(i int) []byte { return fmt.Appendf(nil, "b%06d", i) }
+
+// heldSwitch is a store whose first memtable switch is held in its second
+// half (the old WAL not fsynced) and whose flushes are held, so that its
+// WALs stay: writer A's write that filled the memtable has not returned.
+type heldSwitch struct {
+	db                      *DB
+	acked                   atomic.Int64 // writer A's acknowledged writes (keys switchKeyA(0..))
+	aDone                   chan error   // writer A's end, once released
+	release, releaseFlushes func()       // each closes its gate once
+}
+
+// holdFirstSwitch opens a store in dir with opts, 64 KiB memtables and
+// flushes held, and has writer A write until its write fills the memtable
+// and its switch's second half is held (later switches go on). Both gates
+// are opened at the end of the test if it did not.
+func holdFirstSwitch(t *testing.T, dir string, opts Options) *heldSwitch {
+	release, flushes := make(chan struct{}), make(chan struct{})
+	var releaseOnce, flushOnce sync.Once
+	h := &heldSwitch{aDone: make(chan error, 1),
+		release:        func() { releaseOnce.Do(func() { close(release) }) },
+		releaseFlushes: func() { flushOnce.Do(func() { close(flushes) }) }}
+	t.Cleanup(h.releaseFlushes)
+	t.Cleanup(h.release)
+	opts.MemTableSize = 64 << 10
+	opts.EventListener = &EventListener{FlushBegin: func(FlushInfo) { <-flushes }}
+	db, err := Open(dir, &opts)
+	require.NoError(t, err)
+	h.db = db
+	finishing := make(chan struct{})
+	var held atomic.Bool
+	db.switchFinishing = func() {
+		if held.CompareAndSwap(false, true) { // the first switch only: the later ones go on
+			close(finishing)
+			<-release
+		}
+	}
+	go func() {
+		for i := 0; ; i++ {
+			if err := db.Set(switchKeyA(i), crashValue(switchKeyA(i)), NoSync); err != nil {
+				h.aDone <- err
+				return
+			}
+			h.acked.Store(int64(i + 1))
+			select {
+			case <-finishing:
+				h.aDone <- nil
+				return
+			default:
+			}
+		}
+	}()
+	select {
+	case <-finishing:
+	case err := <-h.aDone:
+		t.Fatalf("writer A stopped before a switch: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("no memtable switch")
+	}
+	return h
 }
