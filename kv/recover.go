@@ -341,6 +341,7 @@ func (db *DB) checkNoSyncAfterGap(missing uint64, after []uint64) error {
 	return nil
 }
 
+// errStop ends a readLog walk that has found what it looked for.
 var errStop = errors.New("stop")
 
 // deleteObsoleteFiles deletes, among the directory's files names, those

@@ -185,11 +185,10 @@ func firstRecord(fs vfs.FS, path string) ([]byte, error) {
 // it can read.
 func readFirst(data []byte) []byte {
 	var first []byte
-	errFound := errors.New("found")
 	_ = readLog(data, func(rec []byte) error {
 		first = rec
-		return errFound
-	}, func(int64, error) error { return errFound })
+		return errStop
+	}, func(int64, error) error { return errStop })
 	return first
 }
 
