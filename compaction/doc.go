@@ -21,6 +21,8 @@
 // A plan never takes a table that is busy in a running compaction and never
 // splits the versions of a user key between its inputs and the rest of a
 // level.
+// Plan.Parts splits a large plan at table boundaries into plans over
+// disjoint key ranges that can run at once (RocksDB's subcompactions).
 //
 // Running (Run) merges the plan's tables (internal/merging) and writes, cut
 // into tables of about TargetFileSize, only the versions some reader can

@@ -867,3 +867,93 @@ func TestPlanGrandparents(t *testing.T) {
 	p = &Plan{Level: 4, OutputLevel: 5, Inputs: levels[4][:1]}
 	require.Nil(t, p.Grandparents(levels), "nothing below the output level")
 }
+
+// TestPlanParts: a plan splits where its tables' key ranges do not meet,
+// into parts of at least minBytes, and never otherwise.
+func TestPlanParts(t *testing.T) {
+	l0 := []*TableMeta{tm(10, 40, "m", "p"), tm(11, 40, "a", "c"), tm(12, 40, "b", "d"), tm(13, 40, "x", "z")}
+	l6 := []*TableMeta{tm(1, 40, "a", "b"), tm(2, 40, "e", "f"), tm(3, 40, "p", "r")}
+	p := &Plan{Level: 0, OutputLevel: 6, Inputs: l0, Overlapping: l6, Manual: true}
+	parts := p.Parts(50)
+	// Groups: {11,12,1} a..d, {2} e..f, {10,3} m..r, {13} x..z. Parts of
+	// at least 50 bytes: {11,12,1}, {2,10,3}, and {13} (40) joined to the
+	// one before.
+	require.Len(t, parts, 2)
+	require.Equal(t, []uint64{11, 12}, fileNums(parts[0].Inputs))
+	require.Equal(t, []uint64{1}, fileNums(parts[0].Overlapping))
+	require.Equal(t, []uint64{10, 13}, fileNums(parts[1].Inputs), "inputs in the plan's order")
+	require.Equal(t, []uint64{2, 3}, fileNums(parts[1].Overlapping))
+	for _, q := range parts {
+		require.Equal(t, 0, q.Level)
+		require.Equal(t, 6, q.OutputLevel)
+		require.True(t, q.Manual)
+	}
+	require.Len(t, p.Parts(10), 4, "every group its own part")
+	require.Equal(t, []*Plan{p}, p.Parts(150), "under twice minBytes: one part")
+
+	// Tables meeting at a user key stay together (its versions may be in
+	// both).
+	touching := &Plan{Level: 6, OutputLevel: 6, Manual: true,
+		Inputs: []*TableMeta{tm(1, 100, "a", "c"), tm(2, 100, "c", "e"), tm(3, 100, "f", "g")}}
+	parts = touching.Parts(10)
+	require.Len(t, parts, 2)
+	require.Equal(t, []uint64{1, 2}, fileNums(parts[0].Inputs))
+	require.Equal(t, []uint64{3}, fileNums(parts[1].Inputs))
+	require.Empty(t, parts[1].Overlapping, "a plan within one level has no overlapping tables")
+
+	intra := &Plan{Level: 0, OutputLevel: 0, Inputs: []*TableMeta{tm(1, 100, "a", "b"), tm(2, 100, "x", "y")}}
+	require.Equal(t, []*Plan{intra}, intra.Parts(10), "an intra-L0 plan writes one table")
+}
+
+// TestPlanPartsRandom: on random plans, the parts take every table once,
+// their key ranges are disjoint and ascending, and each but a lone one
+// holds at least minBytes.
+func TestPlanPartsRandom(t *testing.T) {
+	rng := rand.New(rand.NewSource(int64(testSeed(t))))
+	for iter := 0; iter < 500; iter++ {
+		var inputs, over []*TableMeta
+		num := uint64(1)
+		table := func() *TableMeta {
+			a, b := rng.Intn(1000), rng.Intn(1000)
+			if a > b {
+				a, b = b, a
+			}
+			num++
+			return tm(num, uint64(1+rng.Intn(100)), fmt.Sprintf("%04d", a), fmt.Sprintf("%04d", min(b, a+rng.Intn(60))))
+		}
+		for range 1 + rng.Intn(20) {
+			inputs = append(inputs, table())
+		}
+		// The output level: sorted and disjoint.
+		for k := 0; k < 1000; k += 1 + rng.Intn(100) {
+			if rng.Intn(2) == 0 {
+				num++
+				over = append(over, tm(num, uint64(1+rng.Intn(100)), fmt.Sprintf("%04d", k), fmt.Sprintf("%04d", k+rng.Intn(40))))
+			}
+		}
+		p := &Plan{Level: 0, OutputLevel: 6, Inputs: inputs, Overlapping: over, Manual: true}
+		minBytes := uint64(1 + rng.Intn(300))
+		parts := p.Parts(minBytes)
+		var gotIn, gotOver []uint64
+		var prevHi []byte
+		for i, q := range parts {
+			lo, hi := q.UserKeyRange()
+			if i > 0 {
+				require.Positive(t, bytes.Compare(lo, prevHi), "part %d starts at %q, the one before ends at %q", i, lo, prevHi)
+			}
+			prevHi = hi
+			if len(parts) > 1 {
+				require.GreaterOrEqual(t, sumSize(q.Tables()), minBytes)
+			}
+			gotIn = append(gotIn, fileNums(q.Inputs)...)
+			gotOver = append(gotOver, fileNums(q.Overlapping)...)
+		}
+		slices.Sort(gotIn)
+		slices.Sort(gotOver)
+		wantIn, wantOver := fileNums(inputs), fileNums(over)
+		slices.Sort(wantIn)
+		slices.Sort(wantOver)
+		require.Equal(t, wantIn, gotIn)
+		require.Equal(t, wantOver, gotOver)
+	}
+}

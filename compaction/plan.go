@@ -1,6 +1,7 @@
 package compaction
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 )
@@ -109,4 +110,74 @@ func (p *Plan) IsBottommost(levels [NumLevels][]*TableMeta) bool {
 		}
 	}
 	return true
+}
+
+// Parts splits the plan into plans over disjoint user key ranges that can
+// run at the same time and together write what p writes (RocksDB's
+// subcompactions, cut at table boundaries): the plan's tables are grouped
+// where their user key ranges meet (so every version of a user key, and
+// every range tombstone with the keys it covers, stays in one group; a
+// table's range includes its tombstones'), and consecutive groups are
+// joined into parts of at least minBytes of tables, the last part joined
+// to the one before when it is smaller. A part keeps the plan's levels,
+// Manual and Score, and the tables it takes in their order in p. An
+// intra-L0 plan, which writes one table, is never split; nor is a plan
+// whose tables do not reach 2*minBytes. The parts are in key order; one
+// part is p itself.
+func (p *Plan) Parts(minBytes uint64) []*Plan {
+	tables := p.Inputs
+	if p.OutputLevel != p.Level {
+		tables = p.Tables()
+	}
+	if p.IsIntraL0() || len(tables) < 2 || sumSize(tables) < 2*minBytes {
+		return []*Plan{p}
+	}
+	byStart := slices.Clone(tables)
+	slices.SortStableFunc(byStart, func(a, b *TableMeta) int {
+		return bytes.Compare(a.Smallest.UserKey, b.Smallest.UserKey)
+	})
+	// part[t] is the index of the part that takes table t.
+	part := make(map[*TableMeta]int, len(tables))
+	var sizes []uint64
+	var hi []byte // the largest user key of the group so far
+	for i, t := range byStart {
+		newGroup := i > 0 && bytes.Compare(t.Smallest.UserKey, hi) > 0
+		switch {
+		case i == 0:
+			sizes = append(sizes, 0)
+		case newGroup && sizes[len(sizes)-1] >= minBytes:
+			sizes = append(sizes, 0)
+		}
+		if i == 0 || bytes.Compare(t.Largest.UserKey, hi) > 0 {
+			hi = t.Largest.UserKey
+		}
+		part[t] = len(sizes) - 1
+		sizes[len(sizes)-1] += t.Size
+	}
+	if n := len(sizes); n > 1 && sizes[n-1] < minBytes {
+		for t, i := range part {
+			if i == n-1 {
+				part[t] = n - 2
+			}
+		}
+		sizes = sizes[:n-1]
+	}
+	if len(sizes) == 1 {
+		return []*Plan{p}
+	}
+	parts := make([]*Plan, len(sizes))
+	for i := range parts {
+		parts[i] = &Plan{Level: p.Level, OutputLevel: p.OutputLevel, Manual: p.Manual, Score: p.Score}
+	}
+	for _, t := range p.Inputs {
+		q := parts[part[t]]
+		q.Inputs = append(q.Inputs, t)
+	}
+	if p.OutputLevel != p.Level {
+		for _, t := range p.Overlapping {
+			q := parts[part[t]]
+			q.Overlapping = append(q.Overlapping, t)
+		}
+	}
+	return parts
 }

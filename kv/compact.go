@@ -190,7 +190,11 @@ func (db *DB) runCompaction(plan *compaction.Plan, v *version, outNum uint64) (e
 		return nil
 	}
 	defer func() { db.compactNanos.Add(int64(time.Since(start))) }()
-	metas, err := db.writeCompaction(plan, v, outNum, info.JobID)
+	parts := db.compactionParts(plan)
+	info.Parts = len(parts)
+	metas, err := db.inParallel(len(parts), func(i int) ([]*base.TableMeta, error) {
+		return db.writeCompaction(parts[i], v, outNum, info.JobID)
+	})
 	if err != nil {
 		return err
 	}
@@ -216,9 +220,34 @@ func (db *DB) runCompaction(plan *compaction.Plan, v *version, outNum uint64) (e
 	return nil
 }
 
+// compactPartTargets is the fewest target-size tables' worth of input a
+// part of a manual compaction takes (compactionParts).
+const compactPartTargets = 16
+
+// compactionParts splits a manual plan into parts over disjoint key ranges
+// that inParallel writes at once (RocksDB's subcompactions, at table
+// boundaries: compaction.Plan.Parts): parts of at least an eighth of the
+// plan per goroutine and compactPartTargets target-size tables, so that a
+// large Compact (a bulk load's) runs on MaxConcurrentCompactions
+// goroutines, as the background compactions it pauses did, and writes few
+// more tables than it would in one piece (a part ends with one table under
+// the target). Background plans run whole: each is one of the
+// MaxConcurrentCompactions that run at once.
+func (db *DB) compactionParts(plan *compaction.Plan) []*compaction.Plan {
+	w := uint64(db.opts.MaxConcurrentCompactions)
+	if !plan.Manual || w < 2 {
+		return []*compaction.Plan{plan}
+	}
+	var total uint64
+	for _, t := range plan.Tables() {
+		total += t.Size
+	}
+	return plan.Parts(max(total/(8*w), compactPartTargets*db.opts.TargetFileSize))
+}
+
 // compactionInfo describes plan for the event listener.
 func compactionInfo(jobID int, plan *compaction.Plan) CompactionInfo {
-	info := CompactionInfo{JobID: jobID, Move: isMove(plan), Manual: plan.Manual,
+	info := CompactionInfo{JobID: jobID, Move: isMove(plan), Manual: plan.Manual, Parts: 1,
 		Input: []LevelTables{{Level: plan.Level, Tables: tableInfos(plan.Inputs)}}, Output: LevelTables{Level: plan.OutputLevel}}
 	if plan.OutputLevel != plan.Level && len(plan.Overlapping) > 0 {
 		info.Input = append(info.Input, LevelTables{Level: plan.OutputLevel, Tables: tableInfos(plan.Overlapping)})
@@ -438,6 +467,23 @@ func (db *DB) warmTable(fn uint64) {
 	}
 }
 
+// writtenSince reports whether plan rewrites the last level into itself
+// and every table it takes is numbered from first on: Compact wrote them
+// all, as the bottommost output of a level above, with nothing obsolete to
+// drop, so it need not write the same bytes again (a bulk load's Compact
+// writes its data to the last level once).
+func writtenSince(plan *compaction.Plan, first uint64) bool {
+	if plan.Level != plan.OutputLevel || plan.Level != manifest.NumLevels-1 {
+		return false
+	}
+	for _, t := range plan.Inputs {
+		if t.FileNum < first {
+			return false
+		}
+	}
+	return true
+}
+
 // pauseCompactions waits for the background compactions running and keeps
 // new ones from starting (as a manual compaction: startCompactions starts
 // none while one waits or runs) until the returned resume is called.
@@ -461,7 +507,10 @@ func (db *DB) pauseCompactions() (resume func()) {
 // level, so that shadowed versions and tombstones in the range are dropped
 // (except what live snapshots still see); it returns once the files of the
 // tables it replaced are removed (those an open iterator still reads stay
-// until it is closed). start > end is an error wrapping
+// until it is closed). The last level is rewritten into itself unless
+// this Compact wrote every table of it in the range; a large level is
+// compacted in key ranges on MaxConcurrentCompactions goroutines at once
+// (compactionParts). start > end is an error wrapping
 // ErrInvalidOptions; a Compact that Close cancels returns an error wrapping
 // ErrClosed.
 func (db *DB) Compact(start, end []byte) error {
@@ -480,6 +529,9 @@ func (db *DB) Compact(start, end []byte) error {
 	db.compact.manualMu.Lock()
 	defer db.compact.manualMu.Unlock()
 	defer db.pauseCompactions()()
+	// Tables numbered from here on are this Compact's outputs: no
+	// background compaction runs until it returns.
+	ours := db.nextFileNum.Load()
 	for level := 0; level < manifest.NumLevels; level++ {
 		if db.closed.Load() {
 			return ErrClosed
@@ -493,7 +545,7 @@ func (db *DB) Compact(start, end []byte) error {
 			v.unref()
 			return fmt.Errorf("kv: compact: %w", err)
 		}
-		if plan == nil {
+		if plan == nil || writtenSince(plan, ours) {
 			v.unref()
 			continue
 		}

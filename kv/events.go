@@ -10,8 +10,10 @@ import (
 // EventListener holds functions the store calls when background work
 // happens (Pebble's EventListener, in fewer events). Every field is
 // optional. The functions run on the store's own goroutines (a flush's, a
-// compaction's, the writer that stalls) while that work waits for them, so
-// they should return quickly; they must not call the DB's methods that
+// compaction's, the writer that stalls; TableCreated on the goroutine that
+// writes the table, one of several in a flush or Compact written in key
+// ranges at once), maybe several at a time, while that work waits for
+// them, so they should return quickly; they must not call the DB's methods that
 // wait for background work (Flush, Compact, Close).
 type EventListener struct {
 	// FlushBegin and FlushEnd bracket a flush of queued memtables to L0.
@@ -64,6 +66,10 @@ type FlushInfo struct {
 	Memtables int
 	// Output are the L0 tables it wrote.
 	Output []TableInfo
+	// Parts is how many key ranges it wrote at once, on as many as
+	// Options.MaxConcurrentCompactions goroutines (1 but for a large
+	// flush; see docs/ARCHITECTURE.md, "Flushes and compactions in parts").
+	Parts int
 	// Duration is how long it took, the install of its tables included.
 	Duration time.Duration
 	// Err is why it failed (nil: it did not).
@@ -74,8 +80,8 @@ func (i FlushInfo) String() string {
 	if i.Err != nil {
 		return fmt.Sprintf("[JOB %d] flush of %d memtable(s) failed: %v", i.JobID, i.Memtables, i.Err)
 	}
-	return fmt.Sprintf("[JOB %d] flushed %d memtable(s) to %d L0 table(s), %s, in %.3fs",
-		i.JobID, i.Memtables, len(i.Output), sizeText(sumSizes(i.Output)), i.Duration.Seconds())
+	return fmt.Sprintf("[JOB %d] flushed %d memtable(s) to %d L0 table(s), %s, in %.3fs%s",
+		i.JobID, i.Memtables, len(i.Output), sizeText(sumSizes(i.Output)), i.Duration.Seconds(), partsText(i.Parts))
 }
 
 // LevelTables are tables of one level.
@@ -97,8 +103,12 @@ type CompactionInfo struct {
 	// Move: the one input table was installed at the output level as it
 	// is. Manual: a Compact call's.
 	Move, Manual bool
-	Duration     time.Duration
-	Err          error
+	// Parts is how many key ranges it wrote at once (1 but for a large
+	// manual compaction; see docs/ARCHITECTURE.md, "Flushes and
+	// compactions in parts").
+	Parts    int
+	Duration time.Duration
+	Err      error
 }
 
 func (i CompactionInfo) String() string {
@@ -122,8 +132,16 @@ func (i CompactionInfo) String() string {
 	if i.Err != nil {
 		return fmt.Sprintf("[JOB %d] %s L%d->L%d failed: %v", i.JobID, kind, from, to, i.Err)
 	}
-	return fmt.Sprintf("[JOB %d] %s L%d->L%d: %d table(s), %s -> %d table(s), %s, in %.3fs", i.JobID, kind, from, to,
-		n, sizeText(in), len(i.Output.Tables), sizeText(sumSizes(i.Output.Tables)), i.Duration.Seconds())
+	return fmt.Sprintf("[JOB %d] %s L%d->L%d: %d table(s), %s -> %d table(s), %s, in %.3fs%s", i.JobID, kind, from, to,
+		n, sizeText(in), len(i.Output.Tables), sizeText(sumSizes(i.Output.Tables)), i.Duration.Seconds(), partsText(i.Parts))
+}
+
+// partsText is ", in N key ranges at once" for more than one part.
+func partsText(parts int) string {
+	if parts < 2 {
+		return ""
+	}
+	return fmt.Sprintf(", in %d key ranges at once", parts)
 }
 
 // WriteStallBeginInfo says why writers stall.

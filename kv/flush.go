@@ -1,8 +1,11 @@
 package kv
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/adaptkv/adaptkv/compaction"
@@ -10,6 +13,7 @@ import (
 	"github.com/adaptkv/adaptkv/internal/manifest"
 	"github.com/adaptkv/adaptkv/internal/merging"
 	"github.com/adaptkv/adaptkv/internal/rangedel"
+	"github.com/adaptkv/adaptkv/kv/internal/memtable"
 )
 
 // flushLoop flushes immutable memtables, oldest first, to L0: all those
@@ -90,7 +94,7 @@ func (db *DB) holdFlushLocked() bool {
 // oldest memtable left unflushed.
 func (db *DB) flushMemtables(ms []*memEntry, nextLog uint64) (err error) {
 	start := time.Now()
-	info := FlushInfo{JobID: db.nextJobID(), Memtables: len(ms)}
+	info := FlushInfo{JobID: db.nextJobID(), Memtables: len(ms), Parts: 1}
 	if f := db.events.FlushBegin; f != nil {
 		f(info)
 	}
@@ -103,16 +107,17 @@ func (db *DB) flushMemtables(ms []*memEntry, nextLog uint64) (err error) {
 		}
 	}()
 	edit := &manifest.VersionEdit{HasLogNum: true, LogNum: nextLog}
-	var its []base.Iterator
+	var mts []*memtable.MemTable
 	var rangeDels []*rangedel.Set
 	for _, m := range ms {
 		if m.mt.Len() > 0 {
-			its = append(its, m.mt.NewIter())
+			mts = append(mts, m.mt)
 		}
 		rangeDels = append(rangeDels, m.mt.RangeDels())
 	}
-	if rds := rangedel.Merge(rangeDels...); len(its) > 0 || rds.Len() > 0 {
-		metas, err := db.writeFlush(its, rds, info.JobID)
+	if rds := rangedel.Merge(rangeDels...); len(mts) > 0 || rds.Len() > 0 {
+		metas, parts, err := db.writeFlush(mts, rds, info.JobID)
+		info.Parts = parts
 		if err != nil {
 			return err
 		}
@@ -161,28 +166,129 @@ func (db *DB) flushMemtables(ms []*memEntry, nextLog uint64) (err error) {
 	return nil
 }
 
-// writeFlush writes the entries of the memtable iterators its (oldest
-// first) and the range tombstones rds as L0 tables, split where
-// FlushSplitBytes asks.
-func (db *DB) writeFlush(its []base.Iterator, rds *rangedel.Set, jobID int) ([]*base.TableMeta, error) {
+// writeFlush writes the entries of the memtables mts (oldest first) and
+// the range tombstones rds as L0 tables, split where FlushSplitBytes asks;
+// a large flush writes its key ranges at once (flushRanges), as many as
+// it returns in parts.
+func (db *DB) writeFlush(mts []*memtable.MemTable, rds *rangedel.Set, jobID int) (metas []*base.TableMeta, parts int, err error) {
 	var splits [][]byte
 	if db.opts.FlushSplitBytes > 0 {
 		v := db.currentVersion()
 		splits = compaction.FlushSplitKeys(v.Levels, db.compactionOptions())
 		v.unref()
 	}
-	var it base.Iterator = merging.NewIter() // none: range tombstones only
-	if len(its) > 0 {
-		it = its[0]
+	write := func(lo, hi []byte) ([]*base.TableMeta, error) {
+		its := make([]base.Iterator, len(mts))
+		for i, m := range mts {
+			its[i] = m.NewIter()
+		}
+		var it base.Iterator
+		if len(its) == 1 {
+			it = its[0]
+		} else {
+			// Sequence numbers grow from each memtable to the next, so
+			// merging by internal key keeps every version in order (no
+			// memtable: range tombstones only).
+			it = merging.NewIter(its...)
+		}
+		defer it.Close() // memtable iterators hold nothing and cannot fail
+		ri := &rangeIter{it: it, lo: lo, hi: hi}
+		if (lo != nil || hi != nil) && !ri.First() {
+			return nil, nil // a part with no entries (see flushRanges): no table
+		}
+		return db.writeTables(ri, rds, splits, uint64(db.opts.FlushSplitBytes), jobID, "flushing")
 	}
-	if len(its) > 1 {
-		// Sequence numbers grow from each memtable to the next, so
-		// merging by internal key keeps every version in order.
-		it = merging.NewIter(its...)
+	cuts := db.flushRanges(mts, rds)
+	if len(cuts) == 0 {
+		metas, err := write(nil, nil)
+		return metas, 1, err
 	}
-	metas, err := db.writeTables(it, rds, splits, uint64(db.opts.FlushSplitBytes), jobID, "flushing")
-	_ = it.Close() // memtable iterators hold nothing and cannot fail
-	return metas, err
+	ranges := make([]userRange, len(cuts)+1)
+	for i := range ranges {
+		if i > 0 {
+			ranges[i].lo = cuts[i-1]
+		}
+		if i < len(cuts) {
+			ranges[i].hi = cuts[i]
+		}
+	}
+	metas, err = db.inParallel(len(ranges), func(i int) ([]*base.TableMeta, error) {
+		return write(ranges[i].lo, ranges[i].hi)
+	})
+	return metas, len(ranges), err
+}
+
+// defaultFlushPartBytes is the memtable bytes of each key range a large
+// flush writes at once, and maxFlushParts the most ranges it writes.
+const (
+	defaultFlushPartBytes = 32 << 20
+	maxFlushParts         = 8
+)
+
+// flushRanges returns where a flush of mts cuts its output into key
+// ranges written at once (none: one range). A flush of at least two
+// parts' worth of memtable bytes (64 MiB: a bulk load's large memtable)
+// writes parts of about 32 MiB, at most maxFlushParts, cut at user keys
+// sampled from its largest memtable (memtable.SplitKeys), on up to
+// MaxConcurrentCompactions goroutines. Each part is written as a flush of
+// its own would be and no two parts share a user key, so L0 holds the same
+// entries in tables that do not overlap, which a Compact then rewrites at
+// once too (compactionParts). Range tombstones would have to be cut with
+// the parts: a flush holding any is written as one range.
+func (db *DB) flushRanges(mts []*memtable.MemTable, rds *rangedel.Set) [][]byte {
+	if rds.Len() > 0 || db.opts.MaxConcurrentCompactions < 2 || len(mts) == 0 {
+		return nil
+	}
+	var total int64
+	largest := mts[0]
+	for _, m := range mts {
+		total += m.Size()
+		if m.Size() > largest.Size() {
+			largest = m
+		}
+	}
+	part := db.opts.flushPartBytes
+	if part <= 0 {
+		part = defaultFlushPartBytes
+	}
+	if total < 2*part {
+		return nil
+	}
+	return largest.SplitKeys(int(min((total+part-1)/part, maxFlushParts)))
+}
+
+// userRange is the user keys [lo, hi) (nil: unbounded).
+type userRange struct{ lo, hi []byte }
+
+// inParallel runs write(0..n-1) on up to MaxConcurrentCompactions
+// goroutines and returns the tables they wrote, in the order of i. If any
+// fails, it removes every table written and returns the errors, joined.
+func (db *DB) inParallel(n int, write func(i int) ([]*base.TableMeta, error)) ([]*base.TableMeta, error) {
+	results := make([][]*base.TableMeta, n)
+	errs := make([]error, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(n, max(1, db.opts.MaxConcurrentCompactions)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				results[i], errs[i] = write(i)
+			}
+		}()
+	}
+	wg.Wait()
+	var metas []*base.TableMeta
+	for _, r := range results {
+		metas = append(metas, r...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		for _, m := range metas {
+			_ = db.fs.Remove(db.fs.PathJoin(db.dir, tableFileName(m.FileNum)))
+		}
+		return nil, err
+	}
+	return metas, nil
 }
 
 func (db *DB) kickCompaction() {

@@ -238,6 +238,10 @@ type Options struct {
 	// defaultIntraL0Ratio, negative turns intra-L0 compactions off (for
 	// tests).
 	intraL0Ratio float64
+	// flushPartBytes is the memtable bytes of a key range a large flush
+	// writes at once (see flushRanges); 0 takes defaultFlushPartBytes.
+	// Tests lower it.
+	flushPartBytes int64
 	// knownNegSeed, if not 0, makes the known-negative record
 	// deterministic (knownneg.Sketch.SetSeed), for tests.
 	knownNegSeed uint64

@@ -36,7 +36,7 @@ func (db *DB) flushFormat() sstable.Format {
 // key past a split key once the table holds minBytes
 // (Options.FlushSplitBytes); splits ascend. Each table takes the
 // tombstones of its key range (rangedel.Splitter).
-func (db *DB) writeTables(it base.Iterator, rangeDels *rangedel.Set, splits [][]byte, minBytes uint64, job int, reason string) ([]*base.TableMeta, error) {
+func (db *DB) writeTables(it entrySource, rangeDels *rangedel.Set, splits [][]byte, minBytes uint64, job int, reason string) ([]*base.TableMeta, error) {
 	kn := db.buildNegatives()
 	rds := rangedel.NewSplitter(rangeDels)
 	var last []byte // the last user key written to out
@@ -111,6 +111,39 @@ func (db *DB) writeTables(it base.Iterator, rangeDels *rangedel.Set, splits [][]
 		return fail(err)
 	}
 	return metas, nil
+}
+
+// entrySource is what writeTables reads: entries in internal-key order.
+// Every base.Iterator is one.
+type entrySource interface {
+	First() bool
+	Next() bool
+	Key() base.InternalKey
+	Value() []byte
+	Error() error
+}
+
+// rangeIter is the entries of it whose user keys are in [lo, hi) (nil:
+// unbounded).
+type rangeIter struct {
+	it     base.Iterator
+	lo, hi []byte
+}
+
+func (r *rangeIter) First() bool {
+	if r.lo == nil {
+		return r.in(r.it.First())
+	}
+	return r.in(r.it.SeekGE(r.lo))
+}
+
+func (r *rangeIter) Next() bool            { return r.in(r.it.Next()) }
+func (r *rangeIter) Key() base.InternalKey { return r.it.Key() }
+func (r *rangeIter) Value() []byte         { return r.it.Value() }
+func (r *rangeIter) Error() error          { return r.it.Error() }
+
+func (r *rangeIter) in(ok bool) bool {
+	return ok && (r.hi == nil || bytes.Compare(r.it.Key().UserKey, r.hi) < 0)
 }
 
 // tableOutput is a compaction.Output backed by an sstable.Writer.

@@ -125,7 +125,7 @@ func pointReadText(seekPrefix bool) string {
 
 func flushSplitText(n int64) string {
 	if n <= 0 {
-		return "none (one table a flush)"
+		return "none (one table a flush below 64 MiB: the bulk load's in 8 key ranges)"
 	}
 	return kib(n) + " at base-level table bounds"
 }

@@ -192,9 +192,12 @@ func TestReuseDataDir(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, run(args, &out, &out))
 	require.NotContains(t, out.String(), "reusing")
+	require.Regexp(t, `records ready in [0-9.]+s \(bottom: writes [0-9.]+s, flush [0-9.]+s, compaction [0-9.]+s; top: writes [0-9.]+s, flush and compactions [0-9.]+s\)`,
+		out.String(), "a load's steps timed")
 	out.Reset()
 	require.NoError(t, run(args, &out, &out))
 	require.Contains(t, out.String(), "reusing 2000 records")
+	require.NotContains(t, out.String(), "bottom: writes", "nothing loaded")
 	out.Reset()
 	args[5] = "3000" // more records than kept: reload
 	require.NoError(t, run(args, &out, &out))

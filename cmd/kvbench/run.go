@@ -369,8 +369,12 @@ func benchPolicy(pol string, cfg StoreConfig, base string, o options, workloads 
 		store.Close()
 		return nil, err
 	}
-	fmt.Fprintf(log, "%-8s %d records ready in %.1fs; tables per level L0..L6 %v; filter %.2f bits/key, %.2f MiB; eps %.5f, %.2f tables considered per absent Get\n",
-		pol, r.records, time.Since(t0).Seconds(), shape.Files, shape.FilterBitsPerKey,
+	loaded := ""
+	if !reuse {
+		loaded = " (" + r.phases.String() + ")"
+	}
+	fmt.Fprintf(log, "%-8s %d records ready in %.1fs%s; tables per level L0..L6 %v; filter %.2f bits/key, %.2f MiB; eps %.5f, %.2f tables considered per absent Get\n",
+		pol, r.records, time.Since(t0).Seconds(), loaded, shape.Files, shape.FilterBitsPerKey,
 		float64(shape.FilterMemoryBytes)/(1<<20), cal.eps, cal.checksPerAbsentGet)
 
 	results, err := r.runWorkloads(workloads, o.ops, cal)

@@ -49,6 +49,20 @@ type runner struct {
 	valueSize int
 	records   uint64 // records in the store (grows with inserts)
 	progress  func(desc string, total int64) *progress
+	phases    loadPhases // how long each step of the load took
+}
+
+// loadPhases are the wall times of the load's steps: the bottom's writes,
+// its flush and its compaction to the last level (CompactAll), then the
+// top's writes and its flush with the compactions it set off (Settle).
+type loadPhases struct {
+	bottomWrite, bottomFlush, bottomCompact, topWrite, topSettle time.Duration
+}
+
+// String is the "records ready" line's breakdown of the load.
+func (p loadPhases) String() string {
+	return fmt.Sprintf("bottom: writes %.1fs, flush %.1fs, compaction %.1fs; top: writes %.1fs, flush and compactions %.1fs",
+		p.bottomWrite.Seconds(), p.bottomFlush.Seconds(), p.bottomCompact.Seconds(), p.topWrite.Seconds(), p.topSettle.Seconds())
 }
 
 // getObserver is a store that accounts for a Get once kvbench has timed
@@ -92,14 +106,18 @@ const bottomShare = 0.8
 func (r *runner) load(lo, n uint64) error {
 	bar := r.progress("load "+r.policy, int64(n-lo))
 	defer bar.finish()
+	t := time.Now()
 	if err := r.insertRange(lo, n, bar); err != nil {
 		return err
 	}
+	r.phases.topWrite, t = time.Since(t), time.Now()
 	r.records = n
 	if err := r.store.Flush(); err != nil {
 		return fmt.Errorf("flush after load: %w", err)
 	}
-	return r.store.Settle()
+	err := r.store.Settle()
+	r.phases.topSettle = time.Since(t)
+	return err
 }
 
 // loadBottom writes records 0..n-1 and compacts them all into the last
@@ -108,16 +126,20 @@ func (r *runner) load(lo, n uint64) error {
 func (r *runner) loadBottom(n uint64) error {
 	bar := r.progress("load "+r.policy+" (bottom level)", int64(n))
 	defer bar.finish()
+	t := time.Now()
 	if err := r.insertRange(0, n, bar); err != nil {
 		return err
 	}
+	r.phases.bottomWrite, t = time.Since(t), time.Now()
 	r.records = n
 	if err := r.store.Flush(); err != nil {
 		return fmt.Errorf("flush after load: %w", err)
 	}
+	r.phases.bottomFlush, t = time.Since(t), time.Now()
 	if err := r.store.CompactAll(); err != nil {
 		return fmt.Errorf("compact after load: %w", err)
 	}
+	r.phases.bottomCompact = time.Since(t)
 	return nil
 }
 

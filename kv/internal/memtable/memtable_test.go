@@ -1,10 +1,13 @@
 package memtable
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -361,4 +364,44 @@ func TestRangeDels(t *testing.T) {
 	require.Equal(t, []byte("v"), v)
 	require.Equal(t, base.KeyKindSet, kind)
 	require.Equal(t, uint64(6), seq)
+}
+
+// TestSplitKeys: the split keys are distinct, ascending, and cut the
+// entries into parts of similar counts, in a narrow memtable and a wide
+// one; a memtable of a few user keys splits only between them.
+func TestSplitKeys(t *testing.T) {
+	for _, size := range []int{1 << 20, wideAt} {
+		m := NewRecycled(NewRecycler(size, 0))
+		require.Nil(t, m.SplitKeys(4), "empty")
+		const count = 200_000
+		rng := rand.New(rand.NewPCG(1, uint64(size)))
+		for i := range count {
+			k := binary.BigEndian.AppendUint64([]byte("k"), rng.Uint64())
+			m.Add(base.InternalKey{UserKey: k, Seq: uint64(i + 1), Kind: base.KeyKindSet}, nil)
+		}
+		require.Nil(t, m.SplitKeys(1))
+		for _, n := range []int{2, 8, 64} {
+			keys := m.SplitKeys(n)
+			require.Len(t, keys, n-1)
+			counts := make([]int, n)
+			it := m.NewIter()
+			for ok := it.First(); ok; ok = it.Next() {
+				counts[sort.Search(len(keys), func(i int) bool { return bytes.Compare(keys[i], it.Key().UserKey) > 0 })]++
+			}
+			for i, c := range counts {
+				require.InDelta(t, count/n, c, 0.5*count/float64(n), "size %d, part %d of %d", size, i, n)
+			}
+		}
+	}
+	m := New()
+	for i := range 1000 {
+		m.Add(base.InternalKey{UserKey: []byte{byte('a' + i%3)}, Seq: uint64(i + 1), Kind: base.KeyKindSet}, nil)
+	}
+	keys := m.SplitKeys(8)
+	require.LessOrEqual(t, len(keys), 2, "three user keys: at most two cuts")
+	for i := 1; i < len(keys); i++ {
+		require.Negative(t, bytes.Compare(keys[i-1], keys[i]))
+	}
+	require.NotEmpty(t, keys)
+	require.Greater(t, keys[0][0], byte('a'), "no cut before the first key")
 }
