@@ -142,6 +142,33 @@ func (e batchEntry) applyTo(mt *memtable.MemTable, seq uint64) {
 	mt.Add(base.InternalKey{UserKey: e.key, Seq: seq, Kind: e.kind}, e.value)
 }
 
+// applyBatch inserts the entries of an encoded batch that the store
+// accepted into mt at their sequence numbers: range tombstones one at a
+// time, point entries all at once (memtable.AddAll, which overlaps their
+// searches' cache misses: a bulk load's large memtable takes a batch of
+// 256 entries some 1.6x faster, BenchmarkAddAllLarge). The order does not
+// matter: readers see the entries by sequence number, once the batch's
+// group is published. es is scratch space; applyBatch returns it, cleared,
+// for the next batch.
+func applyBatch(mt *memtable.MemTable, data []byte, es []memtable.Entry) []memtable.Entry {
+	es = es[:0]
+	_, _, _ = decodeBatch(data, func(seq uint64, e batchEntry) error {
+		if e.kind == base.KeyKindRangeDelete {
+			e.applyTo(mt, seq)
+			return nil
+		}
+		es = append(es, memtable.Entry{Key: base.InternalKey{UserKey: e.key, Seq: seq, Kind: e.kind}, Value: e.value})
+		return nil
+	})
+	if len(es) == 1 {
+		mt.Add(es[0].Key, es[0].Value) // no searches to overlap
+	} else {
+		mt.AddAll(es)
+	}
+	clear(es) // no hold on the caller's batch
+	return es[:0]
+}
+
 // decodeBatch walks an encoded batch, calling fn for each entry with its
 // sequence number. Key and value alias data. Malformed bytes return an error
 // wrapping ErrCorruption.

@@ -70,6 +70,9 @@ type DB struct {
 		// the leader uses it. Entries below it may not be published yet
 		// (lastSeq) while they wait for the WAL syncer.
 		nextSeq uint64
+		// entries is the leader's scratch space for a batch's point
+		// entries (applyBatch).
+		entries []memtable.Entry
 	}
 	// walSync is the WAL syncer's queue of commit groups waiting for an
 	// fsync or for a group before them (walSyncLoop, write.go).

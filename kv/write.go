@@ -285,10 +285,7 @@ func (db *DB) commitGroup(group []*commitReq) (end groupEnd, ok bool) {
 			continue
 		}
 		// The memtable copies keys and values: the batch stays the caller's.
-		_, _, _ = decodeBatch(r.batch.data, func(seq uint64, e batchEntry) error {
-			e.applyTo(mt, seq)
-			return nil
-		})
+		db.commits.entries = applyBatch(mt, r.batch.data, db.commits.entries)
 	}
 	db.commits.nextSeq = seq
 	return groupEnd{lastSeq: seq - 1, sync: sync, wal: db.wal, offset: db.wal.size()}, true

@@ -98,8 +98,16 @@ func testOrderAndGet(t *testing.T, m *MemTable) {
 
 // TestConcurrentReaders reads while a writer inserts (run with -race):
 // readers always see a sorted list and every key added before they started.
+// The writer adds one entry at a time, or groups of them with AddAll.
 func TestConcurrentReaders(t *testing.T) {
+	for _, grouped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("AddAll=%v", grouped), func(t *testing.T) { testConcurrentReaders(t, grouped) })
+	}
+}
+
+func testConcurrentReaders(t *testing.T, grouped bool) {
 	m := New()
+	m.groupAt = 0
 	const n = 20000
 	var wg sync.WaitGroup
 	done := make(chan struct{})
@@ -108,8 +116,17 @@ func TestConcurrentReaders(t *testing.T) {
 		defer wg.Done()
 		defer close(done)
 		rng := rand.New(rand.NewPCG(3, 4))
+		var es []Entry
 		for seq := uint64(1); seq <= n; seq++ {
-			m.Add(ik(fmt.Sprintf("k%06d", rng.IntN(n)), seq, base.KeyKindSet), nil)
+			k := ik(fmt.Sprintf("k%06d", rng.IntN(n)), seq, base.KeyKindSet)
+			if !grouped {
+				m.Add(k, nil)
+				continue
+			}
+			if es = append(es, Entry{Key: k}); len(es) == 37 || seq == n {
+				m.AddAll(es)
+				es = es[:0]
+			}
 		}
 	}()
 	for r := 0; r < 3; r++ {
@@ -286,12 +303,20 @@ func BenchmarkAdd(b *testing.B) {
 // with 100-byte values into one memtable of about 160 MB, a bulk load's:
 // each insert's search then misses the CPU caches at most levels, so the
 // skiplist's shape, more than the compare, sets its cost.
-func BenchmarkAddLarge(b *testing.B) {
+func BenchmarkAddLarge(b *testing.B) { benchAddLarge(b, 0) }
+
+// BenchmarkAddAllLarge is BenchmarkAddLarge with the entries added 256 at
+// a time by AddAll (a write batch's), whose searches overlap their cache
+// misses.
+func BenchmarkAddAllLarge(b *testing.B) { benchAddLarge(b, 256) }
+
+func benchAddLarge(b *testing.B, group int) {
 	for _, n := range []int{1 << 15, 1 << 17, 1 << 19, 1 << 20} {
 		for _, wide := range []bool{false, true} {
 			b.Run(fmt.Sprintf("n=%d/wide=%v", n, wide), func(b *testing.B) {
 				value := make([]byte, 100)
 				keys := make([][]byte, n)
+				es := make([]Entry, n)
 				for i := range keys {
 					k := make([]byte, 20)
 					copy(k, "user")
@@ -300,6 +325,7 @@ func BenchmarkAddLarge(b *testing.B) {
 						k[4+j], k[12+j] = byte(h>>(8*j)), byte(h>>(8*j+3))
 					}
 					keys[i] = k
+					es[i] = Entry{Key: base.InternalKey{UserKey: k, Seq: uint64(i + 1), Kind: base.KeyKindSet}, Value: value}
 				}
 				size := 1 << 20
 				if wide {
@@ -307,6 +333,12 @@ func BenchmarkAddLarge(b *testing.B) {
 				}
 				for b.Loop() {
 					m := NewRecycled(NewRecycler(size, 0))
+					if group > 0 {
+						for i := 0; i < n; i += group {
+							m.AddAll(es[i:min(n, i+group)])
+						}
+						continue
+					}
 					for i, k := range keys {
 						m.Add(base.InternalKey{UserKey: k, Seq: uint64(i + 1), Kind: base.KeyKindSet}, value)
 					}
@@ -364,6 +396,50 @@ func TestRangeDels(t *testing.T) {
 	require.Equal(t, []byte("v"), v)
 	require.Equal(t, base.KeyKindSet, kind)
 	require.Equal(t, uint64(6), seq)
+}
+
+// TestAddAll: entries added in groups (AddAll, groups of 1 to 100, many
+// versions of few user keys, tombstones among them) make the same
+// memtable as the same entries added one at a time, in both skiplist
+// shapes: the same entries in the same order, and Get finds each.
+func TestAddAll(t *testing.T) {
+	for _, sh := range shapes {
+		t.Run(sh.name, func(t *testing.T) {
+			one, all := sh.new(), sh.new()
+			all.groupAt = 64 << 10 // one at a time, then in groups
+			rng := rand.New(rand.NewPCG(5, 6))
+			var es []Entry
+			for seq := uint64(1); seq <= 30_000; seq++ {
+				k := ik(fmt.Sprintf("k%05d", rng.IntN(3000)), seq, base.KeyKind(rng.IntN(2)))
+				v := []byte(fmt.Sprint(seq))
+				if k.Kind == base.KeyKindDelete {
+					v = nil
+				}
+				one.Add(k, v)
+				es = append(es, Entry{Key: k, Value: v})
+			}
+			for rest := es; len(rest) > 0; {
+				g := rest[:min(len(rest), 1+rng.IntN(100))]
+				all.AddAll(g)
+				rest = rest[len(g):]
+			}
+			require.Equal(t, one.Len(), all.Len())
+			require.Equal(t, one.Size(), all.Size())
+			a, b := one.NewIter(), all.NewIter()
+			for okA, okB := a.First(), b.First(); okA || okB; okA, okB = a.Next(), b.Next() {
+				require.True(t, okA && okB)
+				require.Equal(t, a.Key(), b.Key())
+				require.Equal(t, a.Value(), b.Value())
+			}
+			for _, e := range es[len(es)-500:] {
+				v, kind, seq, found := all.GetVersion(e.Key.UserKey, e.Key.Seq+1)
+				require.True(t, found)
+				require.Equal(t, e.Key.Seq, seq)
+				require.Equal(t, e.Key.Kind, kind)
+				require.Equal(t, e.Value, v)
+			}
+		})
+	}
 }
 
 // TestSplitKeys: the split keys are distinct, ascending, and cut the
