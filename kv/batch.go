@@ -149,7 +149,7 @@ func (e batchEntry) applyTo(mt *memtable.MemTable, seq uint64) {
 // 256 entries some 1.6x faster, BenchmarkAddAllLarge). The order does not
 // matter: readers see the entries by sequence number, once the batch's
 // group is published. es is scratch space; applyBatch returns it, cleared,
-// for the next batch.
+// for the next batch (nil after a batch of more than maxScratchEntries).
 func applyBatch(mt *memtable.MemTable, data []byte, es []memtable.Entry) []memtable.Entry {
 	es = es[:0]
 	_, _, _ = decodeBatch(data, func(seq uint64, e batchEntry) error {
@@ -166,8 +166,15 @@ func applyBatch(mt *memtable.MemTable, data []byte, es []memtable.Entry) []memta
 		mt.AddAll(es)
 	}
 	clear(es) // no hold on the caller's batch
+	if cap(es) > maxScratchEntries {
+		return nil // a huge batch's scratch is not kept for the next
+	}
 	return es[:0]
 }
+
+// maxScratchEntries is the most entries of scratch space applyBatch keeps
+// for the next batch (256 KiB).
+const maxScratchEntries = 4096
 
 // decodeBatch walks an encoded batch, calling fn for each entry with its
 // sequence number. Key and value alias data. Malformed bytes return an error

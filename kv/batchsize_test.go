@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/kv/internal/memtable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 )
@@ -173,4 +175,51 @@ func TestReplaySplitsIntoMemtables(t *testing.T) {
 	defer db.Close()
 	require.Equal(t, imm+1, db.Metrics().Levels[0].NumFiles)
 	check(db)
+}
+
+// TestApplyBatch: a batch's point entries and range tombstones reach the
+// memtable at their sequence numbers, whether one entry or many; the
+// scratch space comes back cleared (no hold on the batch's bytes), and
+// not at all after a batch larger than maxScratchEntries.
+func TestApplyBatch(t *testing.T) {
+	mt := memtable.New()
+	b := NewBatch()
+	require.NoError(t, b.Set([]byte("a"), []byte("1")))
+	require.NoError(t, b.DeleteRange([]byte("b"), []byte("d")))
+	require.NoError(t, b.Delete([]byte("c")))
+	require.NoError(t, b.Set([]byte("e"), []byte("2")))
+	b.setSeq(10)
+	es := applyBatch(mt, b.data, nil)
+	require.Empty(t, es)
+	for _, e := range es[:cap(es)] {
+		require.Zero(t, e, "scratch cleared")
+	}
+	check := func(key string, seq uint64, kind base.KeyKind, value string) {
+		t.Helper()
+		v, k, s, ok := mt.GetVersion([]byte(key), seq+1)
+		require.True(t, ok, key)
+		require.Equal(t, seq, s, key)
+		require.Equal(t, kind, k, key)
+		require.Equal(t, value, string(v), key)
+	}
+	check("a", 10, base.KeyKindSet, "1")
+	check("c", 12, base.KeyKindDelete, "")
+	check("e", 13, base.KeyKindSet, "2")
+	require.Equal(t, uint64(11), mt.RangeDels().Covering([]byte("c"), 12))
+
+	one := NewBatch()
+	require.NoError(t, one.Set([]byte("f"), []byte("3")))
+	one.setSeq(20)
+	es = applyBatch(mt, one.data, es)
+	check("f", 20, base.KeyKindSet, "3")
+
+	big := NewBatch()
+	for i := range maxScratchEntries + 1 {
+		require.NoError(t, big.Set(fmt.Appendf(nil, "k%05d", i), []byte("v")))
+	}
+	big.setSeq(100)
+	require.Nil(t, applyBatch(mt, big.data, es), "a huge batch's scratch is dropped")
+	check("k00000", 100, base.KeyKindSet, "v")
+	check(fmt.Sprintf("k%05d", maxScratchEntries), 100+maxScratchEntries, base.KeyKindSet, "v")
+	require.Equal(t, 3+1+maxScratchEntries+1, mt.Len(), "every point entry once")
 }
