@@ -192,6 +192,10 @@ func TestSnapshotSorted(t *testing.T) {
 	s.Add(key(1000), 1)
 	require.Len(t, s.Snapshot(), 501)
 	small := New(16, NoSampling)
+	// A fixed hash seed: how many of 16 slots in two sets age to zero
+	// depends on how the keys fall in the sets, and with a random seed
+	// about one run in several thousand left exactly half (CI, 2026-11-29).
+	small.seed = 0x9e3779b97f4a7c15
 	for round := range 50 {
 		for i := range 40 {
 			small.Add(key(round*1000+i), uint64(i+1))
