@@ -203,19 +203,18 @@ func (db *DB) writeFlush(mts []*memtable.MemTable, rds *rangedel.Set, jobID int)
 		metas, err := write(nil, nil)
 		return metas, 1, err
 	}
-	ranges := make([]userRange, len(cuts)+1)
-	for i := range ranges {
+	parts = len(cuts) + 1
+	metas, err = db.inParallel(parts, func(i int) ([]*base.TableMeta, error) {
+		var lo, hi []byte // part i is [cuts[i-1], cuts[i])
 		if i > 0 {
-			ranges[i].lo = cuts[i-1]
+			lo = cuts[i-1]
 		}
 		if i < len(cuts) {
-			ranges[i].hi = cuts[i]
+			hi = cuts[i]
 		}
-	}
-	metas, err = db.inParallel(len(ranges), func(i int) ([]*base.TableMeta, error) {
-		return write(ranges[i].lo, ranges[i].hi)
+		return write(lo, hi)
 	})
-	return metas, len(ranges), err
+	return metas, parts, err
 }
 
 // defaultFlushPartBytes is the memtable bytes of each key range a large
@@ -256,9 +255,6 @@ func (db *DB) flushRanges(mts []*memtable.MemTable, rds *rangedel.Set) [][]byte 
 	}
 	return largest.SplitKeys(int(min((total+part-1)/part, maxFlushParts)))
 }
-
-// userRange is the user keys [lo, hi) (nil: unbounded).
-type userRange struct{ lo, hi []byte }
 
 // inParallel runs write(0..n-1) on up to MaxConcurrentCompactions
 // goroutines and returns the tables they wrote, in the order of i. If any
