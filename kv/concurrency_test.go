@@ -336,12 +336,27 @@ func TestSnapshotsStableUnderWrites(t *testing.T) {
 
 // walSyncGate is a file system whose WAL fsyncs wait at a gate while it is
 // closed, and fail while fail is set; it counts the writes to WAL files.
+// While holdWrites is set, WAL writes wait at a second gate
+// (releaseWrites).
 type walSyncGate struct {
 	closed, fail atomic.Bool
 	entered      chan struct{} // a WAL fsync reached the closed gate
 	open         chan struct{} // closed to open the gate
 	opened       sync.Once
 	walWrites    atomic.Int64
+
+	holdWrites   atomic.Bool
+	writeEntered chan struct{} // a WAL write reached the write gate
+	writesOpen   chan struct{} // closed to open the write gate
+	writesOpened sync.Once
+}
+
+// releaseWrites opens the write gate (once).
+func (g *walSyncGate) releaseWrites() {
+	g.writesOpened.Do(func() {
+		g.holdWrites.Store(false)
+		close(g.writesOpen)
+	})
 }
 
 // release opens the gate (once).
@@ -353,7 +368,8 @@ func (g *walSyncGate) release() {
 }
 
 func newWALSyncGate() *walSyncGate {
-	return &walSyncGate{entered: make(chan struct{}, 1), open: make(chan struct{})}
+	return &walSyncGate{entered: make(chan struct{}, 1), open: make(chan struct{}),
+		writeEntered: make(chan struct{}, 1), writesOpen: make(chan struct{})}
 }
 
 func (g *walSyncGate) fs() vfs.FS {
@@ -364,6 +380,13 @@ func (g *walSyncGate) fs() vfs.FS {
 		switch op.Kind {
 		case errorfs.OpFileWrite:
 			g.walWrites.Add(1)
+			if g.holdWrites.Load() {
+				select {
+				case g.writeEntered <- struct{}{}:
+				default:
+				}
+				<-g.writesOpen
+			}
 		case errorfs.OpFileSync, errorfs.OpFileSyncData:
 			if g.closed.Load() {
 				select {
@@ -401,15 +424,22 @@ func TestWALSyncOffLeaderPath(t *testing.T) {
 				go func() { done <- db.Set([]byte(key), []byte("v"), o) }()
 				return done
 			}
+			// A group is written and queued for the syncer (a group's
+			// records may take more than one write).
+			queued := func() int {
+				db.walSync.mu.Lock()
+				defer db.walSync.mu.Unlock()
+				return len(db.walSync.queue)
+			}
 			done1 := set("k1", Sync)
 			<-g.entered // k1's fsync waits at the gate
 			writes := g.walWrites.Load()
 			done2 := set("k2", Sync)
-			require.Eventually(t, func() bool { return g.walWrites.Load() > writes },
+			require.Eventually(t, func() bool { return g.walWrites.Load() > writes && queued() == 1 },
 				10*time.Second, time.Millisecond, "the next group was not written while an fsync ran")
 			writes = g.walWrites.Load()
 			done3 := set("k3", NoSync)
-			require.Eventually(t, func() bool { return g.walWrites.Load() > writes },
+			require.Eventually(t, func() bool { return g.walWrites.Load() > writes && queued() == 2 },
 				10*time.Second, time.Millisecond, "a NoSync group was not written while an fsync ran")
 			for _, k := range []string{"k1", "k2", "k3"} {
 				_, err := db.Get([]byte(k))
@@ -445,4 +475,41 @@ func TestWALSyncOffLeaderPath(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNoSyncWriteAfterFailedSync: a NoSync group whose WAL write runs while
+// the fsync of a group before it fails, and which reaches publishing after
+// the syncer is done with the failure (its queue empty, nothing for it to
+// wait for), is not acknowledged: its write follows one that may not be
+// durable, and publishing it would show the failed Sync write as well.
+func TestNoSyncWriteAfterFailedSync(t *testing.T) {
+	g := newWALSyncGate()
+	db, err := Open("db", &Options{FS: g.fs()})
+	require.NoError(t, err)
+	defer db.Close()
+	defer g.releaseWrites()
+	defer g.release()
+	g.closed.Store(true)
+	set := func(key string, o *WriteOptions) chan error {
+		done := make(chan error, 1)
+		go func() { done <- db.Set([]byte(key), []byte("v"), o) }()
+		return done
+	}
+	done1 := set("k1", Sync)
+	<-g.entered // k1's fsync waits at the gate
+	g.holdWrites.Store(true)
+	done2 := set("k2", NoSync)
+	<-g.writeEntered // k2's WAL write waits at the write gate
+	g.fail.Store(true)
+	g.release()
+	// k1's writer is woken after the syncer's round ended: the syncer is
+	// idle with an empty queue when k2's write goes on.
+	require.ErrorIs(t, <-done1, errorfs.ErrInjected)
+	g.releaseWrites()
+	require.ErrorIs(t, <-done2, errorfs.ErrInjected)
+	for _, k := range []string{"k1", "k2"} {
+		_, err := db.Get([]byte(k))
+		require.ErrorIs(t, err, ErrNotFound, "%s visible after k1's fsync failed", k)
+	}
+	require.ErrorIs(t, db.Set([]byte("k3"), []byte("v"), NoSync), errorfs.ErrInjected)
 }

@@ -331,12 +331,24 @@ func (db *DB) rotateForGroup(group []*commitReq) error {
 //
 // A group is published only once durable if it or any group before it is
 // Sync, as in Pebble: no reader sees a Sync write that a crash could take
-// back, and no later write becomes visible before it.
+// back, and no later write becomes visible before it. After a background
+// error (a failed fsync) no group is published: its writers get the error.
 func (db *DB) publishGroup(group []*commitReq, end groupEnd) bool {
 	q := &db.walSync
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !end.sync && len(q.queue) == 0 && !q.busy {
+		// An fsync of a group before this one may have failed while this
+		// one was written (the syncer is done with it, so the queue is
+		// empty): then the group follows a write that may not be durable,
+		// and publishing it would show that write too. Its writers get the
+		// error, as the syncer's would (syncRound).
+		if err := db.bgErrNow.Load(); err != nil {
+			for _, r := range group {
+				r.err = *err
+			}
+			return false
+		}
 		db.lastSeq.Store(end.lastSeq)
 		return false
 	}
