@@ -95,6 +95,10 @@ type Metrics struct {
 	// iterator still reads is not counted.
 	MemTables     int
 	MemTableBytes uint64
+	// MemTableKeptBytes is the memory of flushed memtables kept for the
+	// next ones, up to MaxImmutableMemTables+1 memtables (see
+	// Options.MaxImmutableMemTables).
+	MemTableKeptBytes uint64
 	// TableReads counts the reads of table files for Gets, iterators and
 	// filter fixes (what the block cache missed), TableReadBytes the bytes
 	// they read: device reads with Options.DirectReads (the aligned spans
@@ -237,6 +241,7 @@ func (db *DB) Metrics() Metrics {
 		m.MemTableBytes += uint64(e.mt.ArenaBytes())
 	}
 	db.mu.Unlock()
+	m.MemTableKeptBytes = uint64(db.memRecycler.Held())
 	st := db.readFS.Stats()
 	m.TableReads, m.TableReadBytes = st.Reads.Load(), st.Bytes.Load()
 	st = db.compactFS.Stats()
@@ -285,8 +290,8 @@ func (m Metrics) String() string {
 	fmt.Fprintf(&b, "filters %s, %.2f bits/key: adaptations %d, pre-adapted %d of %d, rebuilds %d, remote reads %d (cache hits %d, misses %d), fixes deferred %d, dropped %d; false positives cached %d, answered %d\n",
 		sizeText(m.FilterMemoryBytes), m.FilterBitsPerKey, m.Adaptations, m.PreAdaptations, m.PreAdaptChecks, m.Rebuilds,
 		m.RemoteReads, m.RemoteCacheHits, m.RemoteCacheMisses, m.FixesDeferred, m.FixesDropped, m.FalsePositivesCached, m.CachedNegatives)
-	fmt.Fprintf(&b, "known negatives %d (%s); memtables %d (%s); block cache %s (hits %d, misses %d); table reads %d (%s), compaction reads %d (%s)\n",
-		m.KnownNegatives, sizeText(uint64(max(m.KnownNegativeBytes, 0))), m.MemTables, sizeText(m.MemTableBytes),
+	fmt.Fprintf(&b, "known negatives %d (%s); memtables %d (%s, %s kept); block cache %s (hits %d, misses %d); table reads %d (%s), compaction reads %d (%s)\n",
+		m.KnownNegatives, sizeText(uint64(max(m.KnownNegativeBytes, 0))), m.MemTables, sizeText(m.MemTableBytes), sizeText(m.MemTableKeptBytes),
 		sizeText(uint64(max(m.BlockCacheSize, 0))), m.BlockCacheHits, m.BlockCacheMisses,
 		m.TableReads, sizeText(m.TableReadBytes), m.CompactionReads, sizeText(m.CompactionReadBytes))
 	fmt.Fprintf(&b, "flushes %d (merged %d, %s, %.3fs); compactions %d (moves %d, intra-L0 %d, running %d, %s in, %s out, %.3fs); write amplification %.2f; debt %s; stalls %d (%.3fs)\n",

@@ -126,7 +126,10 @@ type Options struct {
 	// the mapping fails.
 	DisableWALMapping bool
 	// MaxImmutableMemTables is the number of full memtables that may wait for
-	// a flush before writers stall. Default 4.
+	// a flush before writers stall. Default 4. The memtables' memory, up to
+	// MaxImmutableMemTables+1 memtables, is kept for the next memtables
+	// once flushed (as a block cache keeps its blocks), so that writes do
+	// not pay for fresh memory.
 	MaxImmutableMemTables int
 	// MergeFlushL0Depth is the L0 read amplification (the most L0 tables
 	// one key is in) at which a full memtable that would be flushed alone

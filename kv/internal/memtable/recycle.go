@@ -19,7 +19,8 @@ type Recycler struct {
 	bits      uint                   // their skiplists' branching (see branching)
 	free      *freelist.List[[]byte] // at most limit / chunkSize chunks
 
-	reused atomic.Uint64 // chunks handed out again
+	reused    atomic.Uint64 // chunks handed out again
+	allocated atomic.Uint64 // standard chunks allocated fresh
 }
 
 // ChunkSize is the chunk size that suits memtables that fill at
@@ -81,6 +82,10 @@ func (r *Recycler) chunkLen() int {
 // Reused is the number of chunks handed out again so far.
 func (r *Recycler) Reused() uint64 { return r.reused.Load() }
 
+// Allocated is the number of chunks of its chunk size allocated fresh so
+// far because none was kept.
+func (r *Recycler) Allocated() uint64 { return r.allocated.Load() }
+
 // Held is the number of bytes the Recycler keeps now.
 func (r *Recycler) Held() int {
 	return r.free.Len() * r.chunkSize
@@ -95,6 +100,7 @@ func (r *Recycler) chunk(size int) []byte {
 			r.reused.Add(1)
 			return c
 		}
+		r.allocated.Add(1)
 	}
 	return make([]byte, size)
 }
