@@ -64,12 +64,15 @@ func (db *DB) rotateWAL(num uint64) error {
 		_ = w.close()
 		return db.setBGErr(fmt.Errorf("kv: close WAL: %w", err))
 	}
+	// The old WAL's buffers before the first record: adopt keeps its own
+	// buffer once it holds bytes, and the switch record would leave the
+	// new WAL to grow one from nothing.
+	w.adoptBuffers(old)
 	if err := w.add(switchRecord(old.num, old.size())); err != nil {
 		_ = old.finish()
 		_ = w.close()
 		return db.setBGErr(fmt.Errorf("kv: WAL write: %w", err))
 	}
-	w.adoptBuffers(old)
 	s := &walSwitch{old: old, done: make(chan struct{})}
 	db.walPending.mu.Lock()
 	// Copied on write: a waiter reads the slice it took without the lock.
