@@ -28,7 +28,15 @@ func defaultConfig(o options, format sstable.Format) StoreConfig {
 		PeerMemTableSize: o.peerMemTable, DirectReads: o.direct, FixRule: fixRules[o.fixRule],
 		RecordAbsent: recordRules[o.record],
 		FixInline:    o.fixInline, RemoteCacheSize: o.remoteCache, SeekPrefixReads: o.read == "seekprefix",
+		DisableWALMapping: walModes[o.wal].disableMapping, WALBufferNoSync: walModes[o.wal].buffered,
 	}
+}
+
+// walModes are -wal's choices: the kv.Options each sets.
+var walModes = map[string]struct{ disableMapping, buffered bool }{
+	"mapped":   {},
+	"write":    {disableMapping: true},
+	"buffered": {buffered: true},
 }
 
 // configRow is one option as each engine runs it.
@@ -52,8 +60,11 @@ func configRows(cfg StoreConfig) []configRow {
 		kvFormat = "columnar"
 	}
 	nosync := "reaches the OS (WAL mapped on Linux)"
-	if k.WALBufferNoSync {
+	switch {
+	case k.WALBufferNoSync:
 		nosync = "in the WAL buffer"
+	case k.DisableWALMapping:
+		nosync = "reaches the OS (write(2))"
 	}
 	return []configRow{
 		{"memtable size", mib(k.MemTableSize), mib(p.MemTableSize)},

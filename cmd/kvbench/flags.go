@@ -60,6 +60,7 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.Int64Var(&o.write.ops, "write-ops", 300_000, "-write: writes a run (a tenth for sync)")
 	fs.Int64Var(&o.write.bytes, "write-bytes", 256<<20, "-write: at most this many key and value bytes a run (fewer writes for large values)")
 	fs.StringVar(&o.read, "read", "get", "how the adaptkv stores read points: get (DB.Get) or seekprefix (Iterator.SeekPrefixGE on an iterator reused\nwhile nothing is written, as pebble-l6 reads Pebble)")
+	fs.StringVar(&o.wal, "wal", "mapped", "how the adaptkv stores' WAL takes NoSync writes: mapped (the default: a shared mapping of the file on Linux's\nOS file system, else write), write (a write(2) per commit group; kv.Options.DisableWALMapping) or buffered\n(a buffer written back behind the writers, Pebble's NoSync; kv.Options.WALBufferNoSync)")
 	fs.BoolVar(&o.quiet, "q", false, "no progress bars")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof)")
 	fs.StringVar(&o.tracePath, "trace", "", "write an execution trace of the whole run to FILE (go tool trace): where slow writes wait")
@@ -89,6 +90,9 @@ func (o *options) check() (sstable.Format, error) {
 	}
 	if _, ok := recordRules[o.record]; !ok {
 		return none, fmt.Errorf("-record %q: want auto, always or never", o.record)
+	}
+	if _, ok := walModes[o.wal]; !ok {
+		return none, fmt.Errorf("-wal %q: want mapped, write or buffered", o.wal)
 	}
 	if _, ok := fixRules[o.fixRule]; !ok {
 		return none, fmt.Errorf("-fix %q: want default, every, repeated, auto or cached", o.fixRule)

@@ -246,6 +246,7 @@ func TestBadArguments(t *testing.T) {
 		{"-value-size", "2000000"},
 		{"-fix", "sometimes"},
 		{"-read", "scan"},
+		{"-wal", "direct"},
 		{"-write", "-write-values", "0"},
 		{"-write", "-write-writers", "two"},
 		{"-write", "-write-sync", "always"},

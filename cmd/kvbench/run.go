@@ -109,6 +109,7 @@ type options struct {
 	record                  string
 	fixInline               bool
 	read                    string // -read: get or seekprefix
+	wal                     string // -wal: mapped, write or buffered
 	remoteCache             int64
 	cacheSize               int64 // -cache-size: every store's block cache
 	valueSize               int   // -value-size: 0 keeps the workloads' own

@@ -196,6 +196,9 @@ type StoreConfig struct {
 	FixInline bool
 	// RemoteCacheSize is kv.Options.RemoteCacheSize (adaptkv stores).
 	RemoteCacheSize int64
+	// DisableWALMapping and WALBufferNoSync are kv.Options'
+	// (adaptkv stores): how their WAL takes NoSync writes.
+	DisableWALMapping, WALBufferNoSync bool
 	// SeekPrefixReads makes the adaptkv stores read points with
 	// Iterator.SeekPrefixGE on a reused iterator instead of DB.Get.
 	SeekPrefixReads bool

@@ -44,6 +44,8 @@ func kvOptions(name string, cfg StoreConfig) *kv.Options {
 		RecordAbsent:             cfg.RecordAbsent,
 		FixInline:                cfg.FixInline,
 		RemoteCacheSize:          cfg.RemoteCacheSize,
+		DisableWALMapping:        cfg.DisableWALMapping,
+		WALBufferNoSync:          cfg.WALBufferNoSync,
 	}
 	if name == "bloom" {
 		opts.Filter = filterpolicy.NewBloom(cfg.BitsPerKey)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -73,4 +74,32 @@ func TestWriteSpecs(t *testing.T) {
 	require.Equal(t, uint64(300_000), f.opsOf(specs[0]))
 	require.Equal(t, uint64(256<<20/(4096+16)), f.opsOf(specs[8]))
 	require.Equal(t, uint64(30_000), f.opsOf(writeSpec{ValueSize: 100, Writers: 1, Sync: true}))
+}
+
+// TestWALFlag: -wal sets how the adaptkv stores' WAL takes NoSync writes
+// (kv.Options.DisableWALMapping, WALBufferNoSync), the header says which,
+// and a write run completes under each.
+func TestWALFlag(t *testing.T) {
+	for mode, want := range map[string]string{
+		"mapped":   "reaches the OS (WAL mapped on Linux)",
+		"write":    "reaches the OS (write(2))",
+		"buffered": "in the WAL buffer",
+	} {
+		o := options{wal: mode, memTable: 64 << 10, targetFile: 64 << 10}
+		k := kvOptions("aprefix", defaultConfig(o, 0))
+		require.Equal(t, mode == "write", k.DisableWALMapping, mode)
+		require.Equal(t, mode == "buffered", k.WALBufferNoSync, mode)
+		var stdout, stderr bytes.Buffer
+		args := []string{"-write", "-wal", mode, "-policies", "aprefix", "-write-values", "100", "-write-writers", "2",
+			"-write-ops", "3000", "-memtable-size", "65536", "-target-file-size", "65536", "-q"}
+		require.NoError(t, run(args, &stdout, &stderr), stderr.String())
+		var row string
+		for _, line := range strings.Split(stdout.String()+stderr.String(), "\n") {
+			if strings.Contains(line, "NoSync write returns once") {
+				row = line
+			}
+		}
+		require.Contains(t, row, want, mode)
+		require.Contains(t, stdout.String()+stderr.String(), "100 B values, 2 writers, NoSync, random keys: 3000 writes a run", mode)
+	}
 }
