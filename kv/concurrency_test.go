@@ -334,43 +334,46 @@ func TestSnapshotsStableUnderWrites(t *testing.T) {
 	require.Equal(t, [writers]int{per, per, per, per}, scan(s))
 }
 
-// walSyncGate is a file system whose WAL fsyncs wait at a gate while it is
-// closed, and fail while fail is set; it counts the writes to WAL files.
-// While holdWrites is set, WAL writes wait at a second gate
-// (releaseWrites).
-type walSyncGate struct {
-	closed, fail atomic.Bool
-	entered      chan struct{} // a WAL fsync reached the closed gate
-	open         chan struct{} // closed to open the gate
-	opened       sync.Once
-	walWrites    atomic.Int64
-
-	holdWrites   atomic.Bool
-	writeEntered chan struct{} // a WAL write reached the write gate
-	writesOpen   chan struct{} // closed to open the write gate
-	writesOpened sync.Once
+// gate holds the goroutines that reach it while it is closed, until it is
+// released (once).
+type gate struct {
+	closed  atomic.Bool
+	entered chan struct{} // a goroutine reached the closed gate
+	open    chan struct{} // closed to open the gate
+	opened  sync.Once
 }
 
-// releaseWrites opens the write gate (once).
-func (g *walSyncGate) releaseWrites() {
-	g.writesOpened.Do(func() {
-		g.holdWrites.Store(false)
-		close(g.writesOpen)
-	})
+func newGate() gate { return gate{entered: make(chan struct{}, 1), open: make(chan struct{})} }
+
+// pass waits at the gate while it is closed, and says so on entered.
+func (g *gate) pass() {
+	if g.closed.Load() {
+		select {
+		case g.entered <- struct{}{}:
+		default:
+		}
+		<-g.open
+	}
 }
 
 // release opens the gate (once).
-func (g *walSyncGate) release() {
+func (g *gate) release() {
 	g.opened.Do(func() {
 		g.closed.Store(false)
 		close(g.open)
 	})
 }
 
-func newWALSyncGate() *walSyncGate {
-	return &walSyncGate{entered: make(chan struct{}, 1), open: make(chan struct{}),
-		writeEntered: make(chan struct{}, 1), writesOpen: make(chan struct{})}
+// walSyncGate is a file system whose WAL fsyncs wait at the gate syncs
+// while it is closed, and fail while fail is set; its WAL writes wait at
+// the gate writes, and it counts them.
+type walSyncGate struct {
+	syncs, writes gate
+	fail          atomic.Bool
+	walWrites     atomic.Int64
 }
+
+func newWALSyncGate() *walSyncGate { return &walSyncGate{syncs: newGate(), writes: newGate()} }
 
 func (g *walSyncGate) fs() vfs.FS {
 	return errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
@@ -380,27 +383,23 @@ func (g *walSyncGate) fs() vfs.FS {
 		switch op.Kind {
 		case errorfs.OpFileWrite:
 			g.walWrites.Add(1)
-			if g.holdWrites.Load() {
-				select {
-				case g.writeEntered <- struct{}{}:
-				default:
-				}
-				<-g.writesOpen
-			}
+			g.writes.pass()
 		case errorfs.OpFileSync, errorfs.OpFileSyncData:
-			if g.closed.Load() {
-				select {
-				case g.entered <- struct{}{}:
-				default:
-				}
-				<-g.open
-			}
+			g.syncs.pass()
 			if g.fail.Load() {
 				return errorfs.ErrInjected
 			}
 		}
 		return nil
 	}))
+}
+
+// setAsync sets key to "v" on a goroutine of its own; the channel gets
+// Set's result.
+func setAsync(db *DB, key string, o *WriteOptions) chan error {
+	done := make(chan error, 1)
+	go func() { done <- db.Set([]byte(key), []byte("v"), o) }()
+	return done
 }
 
 // TestWALSyncOffLeaderPath: while one commit group's fsync runs, the next
@@ -417,13 +416,8 @@ func TestWALSyncOffLeaderPath(t *testing.T) {
 			db, err := Open("db", &Options{FS: g.fs()})
 			require.NoError(t, err)
 			defer db.Close()
-			defer g.release() // before Close, should the test fail
-			g.closed.Store(true)
-			set := func(key string, o *WriteOptions) chan error {
-				done := make(chan error, 1)
-				go func() { done <- db.Set([]byte(key), []byte("v"), o) }()
-				return done
-			}
+			defer g.syncs.release() // before Close, should the test fail
+			g.syncs.closed.Store(true)
 			// A group is written and queued for the syncer (a group's
 			// records may take more than one write).
 			queued := func() int {
@@ -431,14 +425,14 @@ func TestWALSyncOffLeaderPath(t *testing.T) {
 				defer db.walSync.mu.Unlock()
 				return len(db.walSync.queue)
 			}
-			done1 := set("k1", Sync)
-			<-g.entered // k1's fsync waits at the gate
+			done1 := setAsync(db, "k1", Sync)
+			<-g.syncs.entered // k1's fsync waits at the gate
 			writes := g.walWrites.Load()
-			done2 := set("k2", Sync)
+			done2 := setAsync(db, "k2", Sync)
 			require.Eventually(t, func() bool { return g.walWrites.Load() > writes && queued() == 1 },
 				10*time.Second, time.Millisecond, "the next group was not written while an fsync ran")
 			writes = g.walWrites.Load()
-			done3 := set("k3", NoSync)
+			done3 := setAsync(db, "k3", NoSync)
 			require.Eventually(t, func() bool { return g.walWrites.Load() > writes && queued() == 2 },
 				10*time.Second, time.Millisecond, "a NoSync group was not written while an fsync ran")
 			for _, k := range []string{"k1", "k2", "k3"} {
@@ -453,7 +447,7 @@ func TestWALSyncOffLeaderPath(t *testing.T) {
 				}
 			}
 			g.fail.Store(fail)
-			g.release()
+			g.syncs.release()
 			for i, done := range []chan error{done1, done2, done3} {
 				err := <-done
 				if fail {
@@ -487,25 +481,20 @@ func TestNoSyncWriteAfterFailedSync(t *testing.T) {
 	db, err := Open("db", &Options{FS: g.fs()})
 	require.NoError(t, err)
 	defer db.Close()
-	defer g.releaseWrites()
-	defer g.release()
-	g.closed.Store(true)
-	set := func(key string, o *WriteOptions) chan error {
-		done := make(chan error, 1)
-		go func() { done <- db.Set([]byte(key), []byte("v"), o) }()
-		return done
-	}
-	done1 := set("k1", Sync)
-	<-g.entered // k1's fsync waits at the gate
-	g.holdWrites.Store(true)
-	done2 := set("k2", NoSync)
-	<-g.writeEntered // k2's WAL write waits at the write gate
+	defer g.writes.release()
+	defer g.syncs.release()
+	g.syncs.closed.Store(true)
+	done1 := setAsync(db, "k1", Sync)
+	<-g.syncs.entered // k1's fsync waits at the gate
+	g.writes.closed.Store(true)
+	done2 := setAsync(db, "k2", NoSync)
+	<-g.writes.entered // k2's WAL write waits at the write gate
 	g.fail.Store(true)
-	g.release()
+	g.syncs.release()
 	// k1's writer is woken after the syncer's round ended: the syncer is
 	// idle with an empty queue when k2's write goes on.
 	require.ErrorIs(t, <-done1, errorfs.ErrInjected)
-	g.releaseWrites()
+	g.writes.release()
 	require.ErrorIs(t, <-done2, errorfs.ErrInjected)
 	for _, k := range []string{"k1", "k2"} {
 		_, err := db.Get([]byte(k))

@@ -342,10 +342,9 @@ func newDB(dir string, o Options, policy filterpolicy.Policy, lock io.Closer) *D
 		// they stall (Size counts the arena bytes its entries use; a
 		// memtable ends up to one batch past MemTableSize, in the last
 		// chunk's spare room or a new one). A flush of several queued
-		// memtables frees them at once; with room for one, the writes
-		// after it took fresh chunks, and zeroing and faulting in a
-		// chunk made about 0.4% of kvbench's 1 KiB writes slow: its p99
-		// was 1.6-2.4x Pebble's.
+		// memtables frees them at once, and the writes that fill the next
+		// ones would otherwise zero and fault in fresh chunks on the
+		// writer's path.
 		memRecycler: memtable.NewRecycler(o.MemTableSize,
 			(o.MaxImmutableMemTables+1)*(o.MemTableSize+2*memtable.ChunkSize(o.MemTableSize))),
 	}

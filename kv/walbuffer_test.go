@@ -195,8 +195,8 @@ func TestWALBufferAdopt(t *testing.T) {
 // TestWALBufferKeptAcrossSwitch: a memtable switch hands the old WAL's
 // buffers to the new WAL before the switch record is written into it, so
 // that the new WAL does not grow a buffer from nothing (with a write-back
-// goroutine that fell behind, each WAL regrew one to megabytes, copying
-// on the writer's path: a third of a 1 KiB stream's p99).
+// goroutine that falls behind, that buffer grows to megabytes, copied on
+// the writer's path at each doubling).
 func TestWALBufferKeptAcrossSwitch(t *testing.T) {
 	db, err := Open("db", &Options{FS: vfs.NewMem(), WALBufferNoSync: true, MemTableSize: 64 << 10})
 	require.NoError(t, err)

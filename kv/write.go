@@ -218,6 +218,13 @@ func (db *DB) commit(req *commitReq) error {
 	return req.err
 }
 
+// failGroup hands err to every request of group.
+func failGroup(group []*commitReq, err error) {
+	for _, r := range group {
+		r.err = err
+	}
+}
+
 // groupEnd is what publishing a written and applied commit group needs.
 type groupEnd struct {
 	lastSeq uint64     // the group's last sequence number
@@ -230,11 +237,7 @@ type groupEnd struct {
 // synced) and applies them to the memtable. ok says the group has batches to
 // publish; on an error every request of the group holds it and ok is false.
 func (db *DB) commitGroup(group []*commitReq) (end groupEnd, ok bool) {
-	fail := func(err error) {
-		for _, r := range group {
-			r.err = err
-		}
-	}
+	fail := func(err error) { failGroup(group, err) }
 	if err := db.bgErrNow.Load(); err != nil {
 		fail(*err)
 		return end, false
@@ -344,9 +347,7 @@ func (db *DB) publishGroup(group []*commitReq, end groupEnd) bool {
 		// and publishing it would show that write too. Its writers get the
 		// error, as the syncer's would (syncRound).
 		if err := db.bgErrNow.Load(); err != nil {
-			for _, r := range group {
-				r.err = *err
-			}
+			failGroup(group, *err)
 			return false
 		}
 		db.lastSeq.Store(end.lastSeq)

@@ -93,13 +93,14 @@ func TestWALFlag(t *testing.T) {
 		args := []string{"-write", "-wal", mode, "-policies", "aprefix", "-write-values", "100", "-write-writers", "2",
 			"-write-ops", "3000", "-memtable-size", "65536", "-target-file-size", "65536", "-q"}
 		require.NoError(t, run(args, &stdout, &stderr), stderr.String())
+		out := stdout.String() + stderr.String()
 		var row string
-		for _, line := range strings.Split(stdout.String()+stderr.String(), "\n") {
+		for _, line := range strings.Split(out, "\n") {
 			if strings.Contains(line, "NoSync write returns once") {
 				row = line
 			}
 		}
 		require.Contains(t, row, want, mode)
-		require.Contains(t, stdout.String()+stderr.String(), "100 B values, 2 writers, NoSync, random keys: 3000 writes a run", mode)
+		require.Contains(t, out, "100 B values, 2 writers, NoSync, random keys: 3000 writes a run", mode)
 	}
 }
