@@ -250,3 +250,33 @@ func TestRemoteCacheSavesReads(t *testing.T) {
 	require.GreaterOrEqual(t, readsPerFix[false], 1.95)
 	require.LessOrEqual(t, readsPerFix[true], 1.3)
 }
+
+// TestReadCounts checks the cheap counters against Metrics on a store
+// whose table cache closes its readers all along (their counts move to
+// the cache's sum of closed readers): read around each Get, the moves of
+// ReadCounts add up to the moves of Metrics.
+func TestReadCounts(t *testing.T) {
+	_, _, db, _, absent := adaptiveStateStore(t)
+	defer db.Close()
+	m0, c0 := db.Metrics(), db.ReadCounts()
+	require.Equal(t, m0.Gets, c0.Gets)
+	require.Equal(t, m0.FalsePositiveProbes, c0.FalsePositiveProbes)
+	var fps, fpGets uint64
+	for i := range absent {
+		before := db.ReadCounts()
+		_, err := db.Get(stateTestKey(2*i + 1))
+		require.ErrorIs(t, err, ErrNotFound)
+		after := db.ReadCounts()
+		require.Equal(t, before.Gets+1, after.Gets)
+		if d := after.FalsePositiveProbes - before.FalsePositiveProbes; d > 0 {
+			fps += d
+			fpGets++
+		}
+	}
+	db.tc.waitFixes()
+	m1, c1 := db.Metrics(), db.ReadCounts()
+	require.Positive(t, fpGets, "some Gets met false positives")
+	require.Equal(t, m1.FalsePositiveProbes-m0.FalsePositiveProbes, fps)
+	require.Equal(t, m1.FalsePositiveProbes, c1.FalsePositiveProbes)
+	require.Equal(t, m1.Gets, c1.Gets)
+}

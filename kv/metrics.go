@@ -264,6 +264,22 @@ func (db *DB) Metrics() Metrics {
 	return m
 }
 
+// ReadCounts are the read path's counters that are cheap to read: a few
+// atomic loads, no lock and no visit of the tables (Metrics sums every
+// table's counters). Read them around a single Get to see what it did.
+// Each equals its Metrics field once no Get is running.
+type ReadCounts struct {
+	// Gets is Metrics.Gets.
+	Gets uint64
+	// FalsePositiveProbes is Metrics.FalsePositiveProbes.
+	FalsePositiveProbes uint64
+}
+
+// ReadCounts returns the read path's cheap counters (see ReadCounts).
+func (db *DB) ReadCounts() ReadCounts {
+	return ReadCounts{Gets: uint64(db.gets.Load()), FalsePositiveProbes: db.tc.fpProbes.Load()}
+}
+
 // String prints the metrics as a table of the levels (tables, bytes, read
 // amplification, the base level marked) followed by the read path's and
 // the background work's counters, as pebble.Metrics.String does.

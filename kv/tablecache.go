@@ -42,8 +42,11 @@ type tableCache struct {
 	cacheFPs bool                  // sstable.ReaderOptions.CacheFalsePositives; set before use
 	// fixReturning is sstable.ReaderOptions.FixReturning; set before use.
 	fixReturning bool
-	fixes        *fixQueue                 // nil: fixes made by the Gets (Options.FixInline); set before use
-	remote       *filterpolicy.RemoteCache // nil: none; set before use
+	fixes        *fixQueue // nil: fixes made by the Gets (Options.FixInline); set before use
+	// fpProbes counts the false-positive probes of every reader the cache
+	// opens (sstable.ReaderOptions.FalsePositives): DB.ReadCounts.
+	fpProbes atomic.Uint64
+	remote   *filterpolicy.RemoteCache // nil: none; set before use
 	// unreserve gives the remote cache's bytes back to the block cache.
 	unreserve func()
 
@@ -186,7 +189,7 @@ func (tc *tableCache) getSlow(fn uint64) (tcHandle, error) {
 	ro := sstable.ReaderOptions{Cache: tc.cache, FileNum: fn,
 		StatePath: tc.fs.PathJoin(tc.dir, stateFileName(fn)), StateReadOnly: tc.readOnly,
 		ClosedByOwner: true, FixFalsePositive: tc.fixGate, RemoteCache: tc.remote, CacheFalsePositives: tc.cacheFPs,
-		FixReturning: tc.fixReturning}
+		FixReturning: tc.fixReturning, FalsePositives: &tc.fpProbes}
 	if tc.fixes != nil {
 		ro.QueueFix = func(fix func()) bool { return tc.queueFix(e, fix) }
 	}

@@ -89,6 +89,12 @@ type ReaderOptions struct {
 	// answered by the cache until the cache lets it go, and fixed only if
 	// FixFalsePositive lets its next false positive through.
 	FixReturning bool
+	// FalsePositives, if set, is a counter the Reader adds each of its
+	// false-positive probes to, as well as to its Metrics: one the caller
+	// may share between its readers, to read a store's total with one
+	// atomic load where summing every Reader's Metrics would visit them
+	// all.
+	FalsePositives *atomic.Uint64
 }
 
 // Metrics are a Reader's counters (monotonic since Open).
@@ -478,6 +484,9 @@ func (r *Reader) GetVersion(userKey []byte, seq uint64) (value []byte, kind KeyK
 		return value, kind, vseq, found, nil
 	}
 	sh.fpProbes.Add(1)
+	if c := r.opts.FalsePositives; c != nil {
+		c.Add(1)
+	}
 	r.falsePositive(userKey)
 	return nil, 0, 0, false, nil
 }

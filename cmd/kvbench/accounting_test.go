@@ -347,3 +347,37 @@ func TestDirectReadColumns(t *testing.T) {
 		}
 	}
 }
+
+// TestCheapFalsePositiveProbes: the counter the adversary reads around
+// each Get (Store.FalsePositiveProbes) moves, Get by Get, by what Metrics
+// counts over the same Gets, for a static and an adaptive adaptkv store
+// and both Pebble peers.
+func TestCheapFalsePositiveProbes(t *testing.T) {
+	for _, name := range []string{"bloom", "aprefix", pebblePeerName, pebbleL6PeerName} {
+		t.Run(name, func(t *testing.T) {
+			cfg := smallConfig(t)
+			var s Store
+			var err error
+			if name == pebblePeerName || name == pebbleL6PeerName {
+				s, err = openPebble(cfg, name == pebbleL6PeerName)
+			} else {
+				s, err = openKV(name, cfg)
+			}
+			require.NoError(t, err)
+			defer s.Close()
+			r := testRunner(s, name, 1)
+			require.NoError(t, r.loadBottom(20000))
+			require.NoError(t, s.Settle())
+			before := mustMetrics(t, s)
+			var sum uint64
+			for i := range uint64(5000) {
+				_, n, err := r.absentGet(ycsb.AbsentKey(i%2500, "cheapfp"))
+				require.NoError(t, err)
+				sum += n
+			}
+			d := mustMetrics(t, s).Sub(before)
+			require.Positive(t, d.FalsePositiveProbes, "absent keys among stored ones meet false positives")
+			require.Equal(t, d.FalsePositiveProbes, sum)
+		})
+	}
+}

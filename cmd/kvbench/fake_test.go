@@ -118,6 +118,8 @@ func (s *fakeStore) Metrics() (Counters, error) {
 	}, nil
 }
 
+func (s *fakeStore) FalsePositiveProbes() (uint64, error) { return s.fps.Load(), nil }
+
 func (s *fakeStore) Footprint(c *Counters) error {
 	c.Files = [7]int{0, 1, 1, 1}
 	c.FilterMemoryBytes = 1000

@@ -158,8 +158,9 @@ every level, so a present key also checks the filters of the levels below
 the one holding it. Pebble does not split probes into true/false
 positives: FP is known only when every read is of an absent key;
 data-block reads and adaptation counters are n/a.
-adversary: ops/s counts Get time only (kvbench reads the store's counters
-around every Get to see false positives); final-round FP rate is FP probes
+adversary: ops/s counts Get time only (kvbench reads the store's false-
+positive counter, a few atomic loads, around every Get to see false
+positives); final-round FP rate is FP probes
 per Get in the last round (above 1 when one key fools several tables).
 With -repeat, each figure is its median over the runs.
 `

@@ -170,6 +170,10 @@ func (s *kvStore) Metrics() (Counters, error) {
 	return c, nil
 }
 
+func (s *kvStore) FalsePositiveProbes() (uint64, error) {
+	return s.db.ReadCounts().FalsePositiveProbes, nil
+}
+
 // Footprint: kv's Metrics already carries the gauges.
 func (s *kvStore) Footprint(c *Counters) error {
 	m, err := s.Metrics()

@@ -343,6 +343,12 @@ func (s *pebbleStore) Metrics() (Counters, error) {
 	return c, nil
 }
 
+// FalsePositiveProbes is Metrics' figure from the filter's and the
+// unfiltered probes' counters alone.
+func (s *pebbleStore) FalsePositiveProbes() (uint64, error) {
+	return s.filter.checks.Load() - s.filter.negatives.Load() + s.unfiltered.Load(), nil
+}
+
 // Footprint sums the filter blocks and entries of the live tables
 // (sstable properties) and counts tables per level.
 func (s *pebbleStore) Footprint(c *Counters) error {
