@@ -24,9 +24,12 @@
 // which writes stall, L0 trigger, compactions at once, table and level
 // sizes, block size and cache, open tables) take the adaptkv store's
 // values, and the run header prints them and every option that differs.
-// Each workload also reports the stores' peak memtable memory and the
-// process's peak resident set; -repeat N runs everything N times in
-// rotated store order and reports medians with their ranges.
+// The workloads run one after another on each store; one that follows a
+// workload that wrote starts once the store's compactions have settled, as
+// the first starts after the load. Each workload also reports the stores'
+// peak memtable memory and the process's peak resident set; -repeat N runs
+// everything N times in rotated store order and reports medians with their
+// ranges, and -markdown writes them as the tables of docs/BENCHMARKS.md.
 //
 // Absent keys are a stored key plus "!", the workload's name and the seed: they sort
 // right after a stored key, inside the tables' key ranges, so only filters
@@ -37,7 +40,9 @@
 // filter paper: round 1 queries fresh absent keys, each round queries its set
 // Q adversarysubrounds times, and only keys that were a false positive in a
 // round stay in Q. A false positive is read from the store's
-// false_positive_probes counter across the Get.
+// false_positive_probes counter across the Get (Store.FalsePositiveProbes:
+// a few atomic loads, so that the timed Gets run on the caches they would
+// have without it).
 //
 // The built-in workloads are the files in the module's testdata/workloads,
 // compiled into the binary (package internal/ycsb embeds a copy that a test

@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/adaptkv/adaptkv/cmd/kvbench/internal/ycsb"
+	"github.com/stretchr/testify/require"
 )
 
 // fakeStore is an in-memory store with simulated tables and filters: every
@@ -23,6 +26,7 @@ type fakeStore struct {
 	fixed                                    sync.Map // key+table -> struct{}
 	gets, checks, negatives, fps, tps, adapt atomic.Uint64
 	absentAsks                               sync.Map // absent key -> *atomic.Uint64: Gets of it
+	settles                                  atomic.Int64
 }
 
 const fakeTables = 3
@@ -106,7 +110,7 @@ func (s *fakeStore) Scan(start []byte, n int) (int, error) {
 }
 
 func (s *fakeStore) Flush() error      { return nil }
-func (s *fakeStore) Settle() error     { return nil }
+func (s *fakeStore) Settle() error     { s.settles.Add(1); return nil }
 func (s *fakeStore) CompactAll() error { return nil }
 func (s *fakeStore) Close() error      { return nil }
 
@@ -139,4 +143,26 @@ func smallConfig(t *testing.T) StoreConfig {
 func testRunner(s Store, policy string, seed uint64) *runner {
 	return &runner{store: s, policy: policy, threads: 1, seed: seed, valueSize: 100,
 		progress: func(string, int64) *progress { return nil }}
+}
+
+// TestSettleAfterWrites: a workload that follows one that wrote starts on
+// a settled store; one that follows a read-only workload, or the last,
+// does not wait.
+func TestSettleAfterWrites(t *testing.T) {
+	s, err := openFake(StoreConfig{Dir: t.TempDir()}, false)
+	require.NoError(t, err)
+	f := s.(*fakeStore)
+	r := testRunner(s, "fake", 1)
+	require.NoError(t, r.load(0, 2000))
+	var ws []*ycsb.Workload
+	for _, name := range []string{"d", "c", "negzipf", "d"} {
+		w, err := loadWorkload(name)
+		require.NoError(t, err)
+		ws = append(ws, w)
+	}
+	before := f.settles.Load()
+	results, err := r.runWorkloads(ws, 500, calibration{eps: 0.01, checksPerAbsentGet: 1})
+	require.NoError(t, err)
+	require.True(t, wrote(results[0]) && !wrote(results[1]) && !wrote(results[2]) && wrote(results[3]))
+	require.Equal(t, int64(1), f.settles.Load()-before, "once: after the first workloadd")
 }

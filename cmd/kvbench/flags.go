@@ -39,6 +39,7 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed of values, operation streams and the absent-key universes")
 	fs.StringVar(&o.jsonPath, "json", "", "write results as JSON to FILE (- for stdout)")
 	fs.StringVar(&o.csvPath, "csv", "", "write results as CSV to FILE")
+	fs.StringVar(&o.markdown, "markdown", "", "write the table's rows (the medians with -repeat) as Markdown tables, one per workload, to FILE (- for stdout):\nthe layout of docs/BENCHMARKS.md")
 	fs.StringVar(&o.plot, "plot", "", "draw wasted probes and ops/s per policy to FILE.svg or FILE.png")
 	fs.IntVar(&o.memTable, "memtable-size", defaultMemTable, "memtable size in bytes")
 	fs.IntVar(&o.peerMemTable, "peer-memtable-size", 0, "memtable size in bytes of the Pebble peers (0: -memtable-size; their level sizes and bulk load stay those of\n-memtable-size): an adaptkv store holds one more memtable while L0 is deep (kv.Options.MergeFlushL0Depth);\nthe memtbl MiB column shows each store's peak")
@@ -96,6 +97,12 @@ func (o *options) check() (sstable.Format, error) {
 	}
 	if _, ok := fixRules[o.fixRule]; !ok {
 		return none, fmt.Errorf("-fix %q: want default, every, repeated, auto or cached", o.fixRule)
+	}
+	if o.markdown != "" && o.writeMode {
+		return none, errors.New("-markdown writes the read workloads' tables: not with -write")
+	}
+	if o.markdown == "-" && o.jsonPath == "-" {
+		return none, errors.New("-json - and -markdown -: only one may go to stdout")
 	}
 	if !(o.target == 0 || (o.target >= 1 && o.target <= 1e9)) {
 		return none, fmt.Errorf("-target %v: want 0 (unthrottled) or operations per second in [1, 1e9]", o.target)

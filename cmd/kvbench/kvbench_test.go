@@ -252,6 +252,8 @@ func TestBadArguments(t *testing.T) {
 		{"-write", "-write-sync", "always"},
 		{"-write", "-write-keys", "sorted"},
 		{"-write", "-write-ops", "0"},
+		{"-write", "-markdown", "out.md"},
+		{"-json", "-", "-markdown", "-"},
 		{"-plot", "x.gif", "-records", "10", "-policies", "fake", "-workloads", "c", "-ops", "1"},
 		{"positional"},
 	}

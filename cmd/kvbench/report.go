@@ -40,14 +40,7 @@ func printTable(w io.Writer, results []*Result) {
 	for _, name := range order {
 		rs := byWorkload[name]
 		r0 := rs[0]
-		desc := fmt.Sprintf("%d ops, %d thread(s), %d records", r0.Ops, r0.Threads, r0.Records)
-		if r0.Adversary != nil {
-			desc = fmt.Sprintf("%d fresh absent keys, %d rounds max, single-threaded", r0.UniqueAbsentKeys, len(r0.Adversary.Rounds))
-		}
-		if r0.Runs > 1 {
-			desc += fmt.Sprintf("; medians of %d runs", r0.Runs)
-		}
-		fmt.Fprintf(w, "\n== %s (%s)\n", name, desc)
+		fmt.Fprintf(w, "\n== %s (%s)\n", name, workloadDesc(r0))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		hdr := "policy\tops/s\t"
 		if r0.Runs > 1 {
@@ -63,10 +56,7 @@ func printTable(w io.Writer, results []*Result) {
 		}
 		fmt.Fprintln(tw, hdr)
 		for _, r := range rs {
-			ratio := "n/a"
-			if r.FPLowerBound != nil && r.FalsePositiveProbes != nil && *r.FPLowerBound > 0 {
-				ratio = fmt.Sprintf("%.1fx", float64(*r.FalsePositiveProbes) / *r.FPLowerBound)
-			}
+			ratio := boundRatio(r)
 			bound := "n/a"
 			if r.FPLowerBound != nil {
 				bound = fmt.Sprintf("%.0f", *r.FPLowerBound)

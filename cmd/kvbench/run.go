@@ -98,6 +98,7 @@ type options struct {
 	dir                     string
 	seed                    uint64
 	jsonPath, csvPath, plot string
+	markdown                string
 	cpuProfile, tracePath   string
 	tableFormat             string
 	memTable, targetFile    int
@@ -150,10 +151,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	defer stopProfiles()
 
 	table := stdout
-	if o.jsonPath == "-" {
+	if o.jsonPath == "-" || o.markdown == "-" {
 		table = stderr
 	}
-	showProgress := !o.quiet && isTerminal(stderr) && !(o.jsonPath == "-" && !isTerminal(stdout))
+	showProgress := !o.quiet && isTerminal(stderr) && !((o.jsonPath == "-" || o.markdown == "-") && !isTerminal(stdout))
 	prog := func(desc string, total int64) *progress {
 		if !showProgress {
 			return nil
@@ -221,8 +222,8 @@ func runReads(o options, cfg StoreConfig, policies []string, workloads []*ycsb.W
 	return results, nil
 }
 
-// writeOutputs writes -json (every run's rows), -csv and -plot (the rows
-// shown).
+// writeOutputs writes -json (every run's rows), -csv, -markdown and -plot
+// (the rows shown).
 func writeOutputs(o options, results, shown []*Result, stdout io.Writer) error {
 	if o.jsonPath != "" {
 		w, closeJSON, err := outputTo(o.jsonPath, stdout)
@@ -244,6 +245,15 @@ func writeOutputs(o options, results, shown []*Result, stdout io.Writer) error {
 			return err
 		}
 		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	if o.markdown != "" {
+		w, closeMD, err := outputTo(o.markdown, stdout)
+		if err != nil {
+			return err
+		}
+		if err := errors.Join(writeMarkdown(w, shown), closeMD()); err != nil {
 			return err
 		}
 	}
@@ -404,9 +414,18 @@ func (r *runner) buildBottom(cfg StoreConfig, split uint64) error {
 
 // runWorkloads runs each workload on r's store, ops operations each (0:
 // the workload's own count; the adversary starts with ops/subrounds keys).
+// A workload that follows one that wrote starts once the store's
+// compactions have settled, as the first starts after the load: neither
+// is timed on the other's background work (churn's compactions ran into
+// the adversary's Gets, by amounts that differed from store to store).
 func (r *runner) runWorkloads(workloads []*ycsb.Workload, ops uint64, cal calibration) ([]*Result, error) {
 	var results []*Result
-	for _, w := range workloads {
+	for i, w := range workloads {
+		if i > 0 && wrote(results[i-1]) {
+			if err := r.store.Settle(); err != nil {
+				return nil, err
+			}
+		}
 		var res *Result
 		var err error
 		wl := *w
@@ -429,6 +448,9 @@ func (r *runner) runWorkloads(workloads []*ycsb.Workload, ops uint64, cal calibr
 	}
 	return results, nil
 }
+
+// wrote reports whether a workload's run wrote to the store.
+func wrote(res *Result) bool { return res.Inserts+res.Updates+res.ReadModifyWrites > 0 }
 
 // bulkConfig is cfg with a memtable large enough to hold n records of
 // valueSize bytes, the same for every store (the Pebble peers' too).
