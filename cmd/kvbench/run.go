@@ -17,7 +17,9 @@ import (
 )
 
 const (
-	defaultWorkloads = "workloadc,negzipf,mixed,churn,adversary"
+	// The read-only workloads first, on the tree the load left (the same
+	// for every store); then the ones that write.
+	defaultWorkloads = "workloadc,negzipf,adversary,mixed,churn"
 	// The LSM shape of every store: small memtables and tables so that the
 	// default data set (about 60 MB of records) makes tens of tables over
 	// L0..L2 and beyond.
