@@ -14,6 +14,11 @@ import (
 // once (the words of one run or bin, a one-time fix) is the next to go,
 // and one read again (the aprefix bin index, about one chunk per 1,500
 // keys, read by every fix in its range) gets a second chance each pass.
+//
+// Its memory grows with the chunks it holds, up to its capacity; with
+// SetReserve it takes that memory from another cache as it grows (a store
+// takes it from its block cache), so that a store whose fixes are few
+// keeps its block cache whole.
 type RemoteCache struct {
 	mu     sync.Mutex
 	index  map[chunkKey]int32
@@ -22,7 +27,18 @@ type RemoteCache struct {
 	max    int
 	hits   atomic.Uint64
 	misses atomic.Uint64
+	// reserve takes bytes from another cache (SetReserve; nil: none);
+	// reserved is what it has taken, releases what gives each part back
+	// (Release). Under mu.
+	reserve  func(bytes int) (release func())
+	reserved int64
+	releases []func()
 }
+
+// RemoteCacheReserveStep is how much memory a RemoteCache with SetReserve
+// takes at a time: reserving chunk by chunk would take the other cache's
+// locks on every new chunk.
+const RemoteCacheReserveStep = 256 << 10
 
 type chunkKey struct {
 	remote uint64 // BlockRemote.id
@@ -52,6 +68,35 @@ func NewRemoteCache(bytes int64) *RemoteCache {
 
 // Capacity is the cache's size in bytes.
 func (c *RemoteCache) Capacity() int64 { return int64(c.max) * RemoteCacheChunkBytes }
+
+// SetReserve makes the cache take the memory of the chunks it holds from
+// another cache as it grows: reserve(n) takes n bytes (at most
+// RemoteCacheReserveStep at a time, Capacity in all) and returns what gives
+// them back, which Release calls. Call it before the cache is used.
+func (c *RemoteCache) SetReserve(reserve func(bytes int) (release func())) {
+	c.mu.Lock()
+	c.reserve = reserve
+	c.mu.Unlock()
+}
+
+// Reserved is the memory the cache has taken through SetReserve's reserve.
+func (c *RemoteCache) Reserved() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reserved
+}
+
+// Release gives back what the cache took through SetReserve's reserve and
+// takes no more: for when the cache is no longer used.
+func (c *RemoteCache) Release() {
+	c.mu.Lock()
+	releases := c.releases
+	c.releases, c.reserve, c.reserved = nil, nil, 0
+	c.mu.Unlock()
+	for _, release := range releases {
+		release()
+	}
+}
 
 // Hits and Misses count chunk lookups.
 func (c *RemoteCache) Hits() uint64 { return c.hits.Load() }
@@ -90,6 +135,11 @@ func (c *RemoteCache) put(k chunkKey, words []uint64) {
 	if len(c.slots) < c.max {
 		c.slots = append(c.slots, cachedChunk{})
 		i = len(c.slots) - 1
+		if used := int64(len(c.slots)) * RemoteCacheChunkBytes; c.reserve != nil && used > c.reserved {
+			step := min(RemoteCacheReserveStep, c.Capacity()-c.reserved)
+			c.releases = append(c.releases, c.reserve(int(step)))
+			c.reserved += step
+		}
 	} else {
 		for c.slots[c.hand].referenced {
 			c.slots[c.hand].referenced = false

@@ -166,3 +166,40 @@ func TestRemoteCacheConcurrent(t *testing.T) {
 	}
 	require.Positive(t, cache.Hits())
 }
+
+// TestRemoteCacheReserve: with SetReserve the cache takes memory as its
+// chunks come, a step at a time, never more than it holds plus a step and
+// never more than its capacity in all, and Release gives back every part
+// once.
+func TestRemoteCacheReserve(t *testing.T) {
+	const chunks = 1000 // 544 KB: two full steps and a part
+	c := NewRemoteCache(chunks * RemoteCacheChunkBytes)
+	var taken, given int64
+	var calls int
+	c.SetReserve(func(n int) func() {
+		calls++
+		taken += int64(n)
+		released := false
+		return func() {
+			require.False(t, released, "each part released once")
+			released = true
+			given += int64(n)
+		}
+	})
+	require.Zero(t, c.Reserved(), "nothing taken before a chunk")
+	words := make([]uint64, RemoteChunkSlots)
+	for i := range 3 * chunks { // past the capacity: evictions reuse slots
+		c.put(chunkKey{remote: 1, chunk: uint32(i)}, words)
+		used := int64(min(i+1, chunks)) * RemoteCacheChunkBytes
+		require.GreaterOrEqual(t, c.Reserved(), used, "chunk %d", i)
+		require.Less(t, c.Reserved()-used, int64(RemoteCacheReserveStep), "chunk %d", i)
+		require.Equal(t, taken, c.Reserved())
+	}
+	require.Equal(t, c.Capacity(), c.Reserved(), "the whole capacity once full")
+	require.Equal(t, 3, calls, "two steps and the rest")
+	c.Release()
+	require.Equal(t, taken, given)
+	require.Zero(t, c.Reserved())
+	c.put(chunkKey{remote: 2}, words)
+	require.Equal(t, 3, calls, "nothing taken after Release")
+}

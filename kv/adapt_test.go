@@ -280,3 +280,56 @@ func TestReadCounts(t *testing.T) {
 	require.Equal(t, m1.FalsePositiveProbes, c1.FalsePositiveProbes)
 	require.Equal(t, m1.Gets, c1.Gets)
 }
+
+// TestRemoteCacheTakesBlockCacheAsItFills: the remote cache takes its
+// memory from the block cache only as fixes fill it. A store of about 5
+// MiB of blocks behind an 8 MiB block cache, half of which may go to
+// remote chunks, reads its keys twice without fixing anything: the second
+// pass finds its blocks cached (had the remote cache taken its 4 MiB at
+// Open, the blocks would not fit and nearly every read would miss). Then
+// fixes fill the remote cache, and it holds memory for them.
+func TestRemoteCacheTakesBlockCacheAsItFills(t *testing.T) {
+	opts := &Options{FS: vfs.NewMem(), FilterPolicy: "aprefix", FixInline: true, KnownNegatives: -1,
+		FixRule: FixEvery, BlockCacheSize: 8 << 20, RemoteCacheSize: 4 << 20}
+	db, err := Open("db", opts)
+	require.NoError(t, err)
+	defer db.Close()
+	const n = 40_000
+	value := make([]byte, 120)
+	for i := range n {
+		for j := 0; j < len(value); j += 8 { // incompressible
+			binary.LittleEndian.PutUint64(value[j:], (uint64(i)*15+uint64(j)+1)*0x9E3779B97F4A7C15^uint64(j)*0xBF58476D1CE4E5B9)
+		}
+		require.NoError(t, db.Set(stateTestKey(2*i), value, NoSync))
+	}
+	require.NoError(t, db.Compact(nil, nil))
+	var size uint64
+	for _, l := range db.Metrics().Levels {
+		size += l.Size
+	}
+	require.Greater(t, size, uint64(4<<20), "more than the block cache would keep with 4 MiB taken")
+	require.Less(t, size, uint64(7<<20))
+	readAll := func() (misses int64) {
+		m0 := db.Metrics()
+		for i := range n {
+			_, err := db.Get(stateTestKey(2 * i))
+			require.NoError(t, err)
+		}
+		return db.Metrics().BlockCacheMisses - m0.BlockCacheMisses
+	}
+	first := readAll()
+	second := readAll()
+	t.Logf("block cache misses: %d on the first pass, %d on the second", first, second)
+	require.Zero(t, db.Metrics().RemoteCacheBytes, "no fix, no remote chunk: nothing taken")
+	require.Less(t, second, first/20, "the blocks stay cached")
+
+	for i := range 50_000 { // absent keys: false positives, fixed at once
+		_, err := db.Get(stateTestKey(2*i + 1))
+		require.ErrorIs(t, err, ErrNotFound)
+	}
+	m := db.Metrics()
+	require.Positive(t, m.Adaptations)
+	require.Positive(t, m.RemoteCacheBytes, "fixes cached remote chunks")
+	require.LessOrEqual(t, m.RemoteCacheBytes, opts.RemoteCacheSize)
+	require.Contains(t, m.String(), "remote reads")
+}

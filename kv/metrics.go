@@ -58,6 +58,10 @@ type Metrics struct {
 	// RemoteCacheHits and RemoteCacheMisses count the remote chunks fixes
 	// looked up in the remote cache (Options.RemoteCacheSize).
 	RemoteCacheHits, RemoteCacheMisses uint64
+	// RemoteCacheBytes is the block cache memory the remote cache holds:
+	// it takes it as it fills, in steps of 256 KiB, up to
+	// Options.RemoteCacheSize.
+	RemoteCacheBytes int64
 	// PreAdaptations counts false positives fixed among the known
 	// negatives as a flush or compaction built a new table's filter, from
 	// the hash words in memory (no read of the table; not counted in
@@ -218,6 +222,7 @@ func (db *DB) Metrics() Metrics {
 	m.RemoteReads = sum.RemoteReads
 	if rc := db.tc.remote; rc != nil {
 		m.RemoteCacheHits, m.RemoteCacheMisses = rc.Hits(), rc.Misses()
+		m.RemoteCacheBytes = rc.Reserved()
 	}
 	m.PreAdaptations = sum.PreAdaptations + db.preAdaptations.Load()
 	m.PreAdaptChecks = sum.PreAdaptChecks + db.preAdaptChecks.Load()
@@ -303,9 +308,9 @@ func (m Metrics) String() string {
 	perK := func(n uint64) float64 { return float64(n) * 1000 / float64(max(m.Gets, 1)) }
 	fmt.Fprintf(&b, "gets %d: filter checks %d, absent answers %d, wasted probes %d (%.2f per 1k gets), found %d, data blocks read %d\n",
 		m.Gets, m.FilterChecks, m.FilterNegatives, m.FalsePositiveProbes, perK(m.FalsePositiveProbes), m.TruePositiveProbes, m.DataBlockReads)
-	fmt.Fprintf(&b, "filters %s, %.2f bits/key: adaptations %d, pre-adapted %d of %d, rebuilds %d, remote reads %d (cache hits %d, misses %d), fixes deferred %d, dropped %d; false positives cached %d, answered %d\n",
+	fmt.Fprintf(&b, "filters %s, %.2f bits/key: adaptations %d, pre-adapted %d of %d, rebuilds %d, remote reads %d (cache %s, hits %d, misses %d), fixes deferred %d, dropped %d; false positives cached %d, answered %d\n",
 		sizeText(m.FilterMemoryBytes), m.FilterBitsPerKey, m.Adaptations, m.PreAdaptations, m.PreAdaptChecks, m.Rebuilds,
-		m.RemoteReads, m.RemoteCacheHits, m.RemoteCacheMisses, m.FixesDeferred, m.FixesDropped, m.FalsePositivesCached, m.CachedNegatives)
+		m.RemoteReads, sizeText(uint64(m.RemoteCacheBytes)), m.RemoteCacheHits, m.RemoteCacheMisses, m.FixesDeferred, m.FixesDropped, m.FalsePositivesCached, m.CachedNegatives)
 	fmt.Fprintf(&b, "known negatives %d (%s); memtables %d (%s, %s kept); block cache %s (hits %d, misses %d); table reads %d (%s), compaction reads %d (%s)\n",
 		m.KnownNegatives, sizeText(uint64(max(m.KnownNegativeBytes, 0))), m.MemTables, sizeText(m.MemTableBytes), sizeText(m.MemTableKeptBytes),
 		sizeText(uint64(max(m.BlockCacheSize, 0))), m.BlockCacheHits, m.BlockCacheMisses,

@@ -51,8 +51,10 @@ type Options struct {
 	// of the tables' remote representations that adaptive filters' fixes
 	// read (filterpolicy.RemoteCache), so a fix whose chunk an earlier fix
 	// read costs no file read (the aprefix bin index, which every fix reads
-	// first, stays in it). It is taken from the block cache, not added:
-	// the store's memory stays BlockCacheSize. Used only when the filter
+	// first, stays in it). It is taken from the block cache, not added,
+	// as the cache fills (256 KiB at a time, Metrics.RemoteCacheBytes):
+	// the store's memory stays BlockCacheSize, and a store whose fixes are
+	// few keeps nearly all of it for blocks. Used only when the filter
 	// policy adapts. Default BlockCacheSize/16; negative: no such cache.
 	RemoteCacheSize int64
 	// MemTableSize is the size in bytes at which the mutable memtable is

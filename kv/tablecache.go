@@ -305,12 +305,14 @@ func (tc *tableCache) releaseBlockCacheLocked() {
 	}
 }
 
-// useRemoteCache takes size bytes of the block cache for a cache of remote
-// chunks every reader opened after it shares.
+// useRemoteCache sets up a cache of remote chunks of up to size bytes that
+// every reader opened after it shares, taking its memory from the block
+// cache as it fills (filterpolicy.RemoteCache.SetReserve).
 func (tc *tableCache) useRemoteCache(size int64) {
 	tc.remote = filterpolicy.NewRemoteCache(size)
 	if tc.remote != nil {
-		tc.unreserve = tc.cache.Reserve(int(tc.remote.Capacity()))
+		tc.remote.SetReserve(tc.cache.Reserve)
+		tc.unreserve = tc.remote.Release
 	}
 }
 

@@ -145,7 +145,7 @@ func remoteCacheText(size int64) string {
 	if size <= 0 {
 		return "none"
 	}
-	return mib(size) + " of the block cache (adaptive policies)"
+	return "up to " + mib(size) + " of the block cache, taken as fixes fill it (adaptive policies)"
 }
 
 func tableReads(direct bool) string {
