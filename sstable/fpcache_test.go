@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -321,4 +322,27 @@ func TestFixReturningConcurrent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSharedFalsePositiveCounter: readers given one counter
+// (ReaderOptions.FalsePositives) add every false-positive probe of theirs
+// to it, as their Metrics count them.
+func TestSharedFalsePositiveCounter(t *testing.T) {
+	const n, absent = 20_000, 20_000
+	fs := vfs.NewMem()
+	writeTable(t, fs, "a.sst", mustPolicy(t, "aprefix", 3), n)
+	writeTable(t, fs, "b.sst", mustPolicy(t, "bloom", 3), n)
+	var shared atomic.Uint64
+	a, err := Open(fs, "a.sst", ReaderOptions{FalsePositives: &shared})
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := Open(fs, "b.sst", ReaderOptions{FalsePositives: &shared})
+	require.NoError(t, err)
+	defer b.Close()
+	askAbsentKeys(t, a, 0, absent)
+	askAbsentKeys(t, b, 0, absent)
+	fa, fb := a.Metrics().FalsePositiveProbes, b.Metrics().FalsePositiveProbes
+	require.Positive(t, fa)
+	require.Positive(t, fb)
+	require.Equal(t, fa+fb, shared.Load())
 }
