@@ -9,7 +9,7 @@ import (
 )
 
 func Example() {
-	db, err := kv.Open("demo", &kv.Options{FS: vfs.NewMem()}) // default filter policy: "taf"
+	db, err := kv.Open("demo", &kv.Options{FS: vfs.NewMem()}) // default filter policy: "aprefix"
 	if err != nil {
 		panic(err)
 	}
@@ -34,4 +34,27 @@ func Example() {
 	// apple: not found
 	// banana=yellow
 	// cherry=dark red
+}
+
+// ReadCounts is cheap enough to read around a single Get: here, what one
+// Get of an absent key cost.
+func ExampleDB_ReadCounts() {
+	db, err := kv.Open("demo", &kv.Options{FS: vfs.NewMem()})
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	for i := range 1000 {
+		_ = db.Set(fmt.Appendf(nil, "key%04d", i), []byte("v"), kv.NoSync)
+	}
+	_ = db.Flush() // into a table, behind its filter
+
+	before := db.ReadCounts()
+	_, err = db.Get([]byte("key0500x"))
+	after := db.ReadCounts()
+	fmt.Println(errors.Is(err, kv.ErrNotFound), after.Gets-before.Gets)
+	fmt.Println("wasted probes:", after.FalsePositiveProbes-before.FalsePositiveProbes <= 1)
+	// Output:
+	// true 1
+	// wasted probes: true
 }
