@@ -14,14 +14,7 @@ import (
 // minimum and maximum over the runs (with -repeat); a column no row of the
 // workload measured (WA without flushes) is left out.
 func writeMarkdown(w io.Writer, rows []*Result) error {
-	var order []string
-	byWorkload := map[string][]*Result{}
-	for _, r := range rows {
-		if _, ok := byWorkload[r.Workload]; !ok {
-			order = append(order, r.Workload)
-		}
-		byWorkload[r.Workload] = append(byWorkload[r.Workload], r)
-	}
+	order, byWorkload := groupByWorkload(rows)
 	var b strings.Builder
 	for i, name := range order {
 		rs := byWorkload[name]

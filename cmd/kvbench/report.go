@@ -29,14 +29,7 @@ func fmtOptU(p *uint64) string {
 // printTable writes the comparison table: one block per workload, one line
 // per policy.
 func printTable(w io.Writer, results []*Result) {
-	var order []string
-	byWorkload := map[string][]*Result{}
-	for _, r := range results {
-		if _, ok := byWorkload[r.Workload]; !ok {
-			order = append(order, r.Workload)
-		}
-		byWorkload[r.Workload] = append(byWorkload[r.Workload], r)
-	}
+	order, byWorkload := groupByWorkload(results)
 	for _, name := range order {
 		rs := byWorkload[name]
 		r0 := rs[0]
@@ -92,6 +85,19 @@ func printTable(w io.Writer, results []*Result) {
 			}
 		}
 	}
+}
+
+// groupByWorkload groups rows by workload: the workloads in the order of
+// their first row, and each one's rows in order.
+func groupByWorkload(rows []*Result) (order []string, byWorkload map[string][]*Result) {
+	byWorkload = map[string][]*Result{}
+	for _, r := range rows {
+		if _, ok := byWorkload[r.Workload]; !ok {
+			order = append(order, r.Workload)
+		}
+		byWorkload[r.Workload] = append(byWorkload[r.Workload], r)
+	}
+	return order, byWorkload
 }
 
 // fmtRange formats a figure's min-max over runs.

@@ -152,11 +152,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	defer stopProfiles()
 
-	table := stdout
-	if o.jsonPath == "-" || o.markdown == "-" {
+	// With -json - or -markdown -, stdout carries that output: the table
+	// goes to stderr.
+	table, dataToStdout := stdout, o.jsonPath == "-" || o.markdown == "-"
+	if dataToStdout {
 		table = stderr
 	}
-	showProgress := !o.quiet && isTerminal(stderr) && !((o.jsonPath == "-" || o.markdown == "-") && !isTerminal(stdout))
+	showProgress := !o.quiet && isTerminal(stderr) && !(dataToStdout && !isTerminal(stdout))
 	prog := func(desc string, total int64) *progress {
 		if !showProgress {
 			return nil
