@@ -3,6 +3,7 @@ package kv
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -351,18 +352,24 @@ func BenchmarkGetL0(b *testing.B) {
 // timer starts; the first b.N Gets warm the filters and the block cache
 // as a long-running store's would be. It reports the device (or
 // page-cache) reads and the false positives per 1k Gets beside ns/op.
+// aprefix/record records every absent Get as known negatives
+// (RecordAlways), which the store does by default only with DirectReads:
+// the record's cost on an absent Get in memory.
 //
 //	go test ./kv -run '^$' -bench GetZipfAbsent -benchtime 2000000x
 func BenchmarkGetZipfAbsent(b *testing.B) {
 	const n = 1_000_000
 	for _, direct := range []bool{false, true} {
-		for _, policy := range []string{"taf", "bloom", "prefix", "aprefix"} {
+		for _, policy := range []string{"taf", "bloom", "prefix", "aprefix", "aprefix/record"} {
 			name := policy
 			if direct {
 				name += "/direct"
 			}
 			b.Run(name, func(b *testing.B) {
 				o := &Options{FilterPolicy: policy, DirectReads: direct}
+				if p, ok := strings.CutSuffix(policy, "/record"); ok {
+					o.FilterPolicy, o.RecordAbsent = p, RecordAlways
+				}
 				db := benchDBOnDisk(b, o, n)
 				defer db.Close()
 				zipf := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.1, 1, n-1)
