@@ -2,6 +2,7 @@ package kv
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -114,11 +115,25 @@ func (s *walSwitch) finish(db *DB) {
 // writer's wait: a Sync write's fsync) a wait for one still running is
 // counted in Metrics.WALSwitchWaits and WALSwitchWaitTime.
 func (db *DB) waitWALSwitches(counted bool) error {
+	return db.waitWALSwitchesBefore(counted, math.MaxUint64)
+}
+
+// waitWALSwitchesBefore waits, as waitWALSwitches does, for the switches
+// away from WALs numbered below log only. A flush that installs log as the
+// oldest WAL the store needs waits for those: the last of them made log's
+// directory entry durable, and the others' WALs are the ones it deletes. A
+// switch begun since (away from log or a later WAL) is none of its
+// business: waiting for that switch's fsync would hold the install, and
+// with it the writers a stall holds until the install frees a memtable.
+func (db *DB) waitWALSwitchesBefore(counted bool, log uint64) error {
 	db.walPending.mu.Lock()
 	pending := db.walPending.list
 	db.walPending.mu.Unlock()
 	var start time.Time
 	for _, s := range pending {
+		if s.old.num >= log {
+			continue
+		}
 		select {
 		case <-s.done:
 		default:

@@ -387,3 +387,68 @@ func holdFirstSwitch(t *testing.T, dir string, opts Options) *heldSwitch {
 	}
 	return h
 }
+
+// TestFlushIgnoresLaterSwitches: a flush installs its tables once the
+// switches away from the WALs it deletes have finished (the last of them
+// made its next WAL's directory entry durable); a later switch still in
+// its second half (its old WAL's fsync) does not hold the install, nor the
+// writers a stall would hold with it.
+func TestFlushIgnoresLaterSwitches(t *testing.T) {
+	flushes, flushed := make(chan struct{}), make(chan FlushInfo, 16)
+	var flushOnce sync.Once
+	openFlushes := func() { flushOnce.Do(func() { close(flushes) }) }
+	t.Cleanup(openFlushes)
+	db, err := Open(t.TempDir(), &Options{MemTableSize: 64 << 10, MergeFlushL0Depth: -1,
+		EventListener: &EventListener{
+			FlushBegin: func(FlushInfo) { <-flushes },
+			FlushEnd:   func(i FlushInfo) { flushed <- i },
+		}})
+	require.NoError(t, err)
+	// The second switch (its old WAL the second memtable's) is held in its
+	// second half; the first one finishes.
+	release, holding := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	var switches atomic.Int32
+	db.switchFinishing = func() {
+		if switches.Add(1) == 2 {
+			close(holding)
+			<-release
+		}
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			if err := db.Set(switchKeyA(i), crashValue(switchKeyA(i)), NoSync); err != nil {
+				wrote <- err
+				return
+			}
+			select {
+			case <-holding:
+				wrote <- nil
+				return
+			default:
+			}
+		}
+	}()
+	select {
+	case <-holding:
+	case err := <-wrote:
+		t.Fatalf("the writer stopped before a second switch: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("no second memtable switch")
+	}
+	// The first memtable's flush (next WAL: the second memtable's) installs
+	// while the second switch is held.
+	openFlushes()
+	select {
+	case i := <-flushed:
+		require.NoError(t, i.Err)
+		require.Equal(t, 1, i.Memtables)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the flush waited for a later switch")
+	}
+	releaseOnce.Do(func() { close(release) })
+	require.NoError(t, <-wrote)
+	require.NoError(t, db.Close())
+}
