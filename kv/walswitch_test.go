@@ -328,9 +328,9 @@ func TestWALSwitchChain(t *testing.T) {
 func switchKeyA(i int) []byte { return fmt.Appendf(nil, "a%06d", i) }
 func switchKeyB(i int) []byte { return fmt.Appendf(nil, "b%06d", i) }
 
-// heldSwitch is a store whose first memtable switch is held in its second
-// half (the old WAL not fsynced) and whose flushes are held, so that its
-// WALs stay: writer A's write that filled the memtable has not returned.
+// heldSwitch is a store one of whose memtable switches is held in its
+// second half (the old WAL not fsynced) and whose flushes are held, so that
+// its WALs stay: writer A's write that made that switch has not returned.
 type heldSwitch struct {
 	db                      *DB
 	acked                   atomic.Int64 // writer A's acknowledged writes (keys switchKeyA(0..))
@@ -338,11 +338,17 @@ type heldSwitch struct {
 	release, releaseFlushes func()       // each closes its gate once
 }
 
-// holdFirstSwitch opens a store in dir with opts, 64 KiB memtables and
-// flushes held, and has writer A write until its write fills the memtable
-// and its switch's second half is held (later switches go on). Both gates
-// are opened at the end of the test if it did not.
+// holdFirstSwitch is holdSwitch of the first switch.
 func holdFirstSwitch(t *testing.T, dir string, opts Options) *heldSwitch {
+	return holdSwitch(t, dir, opts, 1)
+}
+
+// holdSwitch opens a store in dir with opts, 64 KiB memtables and flushes
+// held (opts.EventListener's other callbacks kept), and has writer A write
+// until its write makes the n-th switch and that switch's second half is
+// held (the others go on). Both gates are opened at the end of the test if
+// it did not.
+func holdSwitch(t *testing.T, dir string, opts Options, n int32) *heldSwitch {
 	release, flushes := make(chan struct{}), make(chan struct{})
 	var releaseOnce, flushOnce sync.Once
 	h := &heldSwitch{aDone: make(chan error, 1),
@@ -351,14 +357,19 @@ func holdFirstSwitch(t *testing.T, dir string, opts Options) *heldSwitch {
 	t.Cleanup(h.releaseFlushes)
 	t.Cleanup(h.release)
 	opts.MemTableSize = 64 << 10
-	opts.EventListener = &EventListener{FlushBegin: func(FlushInfo) { <-flushes }}
+	var l EventListener
+	if opts.EventListener != nil {
+		l = *opts.EventListener
+	}
+	l.FlushBegin = func(FlushInfo) { <-flushes }
+	opts.EventListener = &l
 	db, err := Open(dir, &opts)
 	require.NoError(t, err)
 	h.db = db
 	finishing := make(chan struct{})
-	var held atomic.Bool
+	var switches atomic.Int32
 	db.switchFinishing = func() {
-		if held.CompareAndSwap(false, true) { // the first switch only: the later ones go on
+		if switches.Add(1) == n { // this switch only: the others go on
 			close(finishing)
 			<-release
 		}
@@ -394,53 +405,14 @@ func holdFirstSwitch(t *testing.T, dir string, opts Options) *heldSwitch {
 // its second half (its old WAL's fsync) does not hold the install, nor the
 // writers a stall would hold with it.
 func TestFlushIgnoresLaterSwitches(t *testing.T) {
-	flushes, flushed := make(chan struct{}), make(chan FlushInfo, 16)
-	var flushOnce sync.Once
-	openFlushes := func() { flushOnce.Do(func() { close(flushes) }) }
-	t.Cleanup(openFlushes)
-	db, err := Open(t.TempDir(), &Options{MemTableSize: 64 << 10, MergeFlushL0Depth: -1,
-		EventListener: &EventListener{
-			FlushBegin: func(FlushInfo) { <-flushes },
-			FlushEnd:   func(i FlushInfo) { flushed <- i },
-		}})
-	require.NoError(t, err)
+	flushed := make(chan FlushInfo, 16)
 	// The second switch (its old WAL the second memtable's) is held in its
 	// second half; the first one finishes.
-	release, holding := make(chan struct{}), make(chan struct{})
-	var releaseOnce sync.Once
-	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
-	var switches atomic.Int32
-	db.switchFinishing = func() {
-		if switches.Add(1) == 2 {
-			close(holding)
-			<-release
-		}
-	}
-	wrote := make(chan error, 1)
-	go func() {
-		for i := 0; ; i++ {
-			if err := db.Set(switchKeyA(i), crashValue(switchKeyA(i)), NoSync); err != nil {
-				wrote <- err
-				return
-			}
-			select {
-			case <-holding:
-				wrote <- nil
-				return
-			default:
-			}
-		}
-	}()
-	select {
-	case <-holding:
-	case err := <-wrote:
-		t.Fatalf("the writer stopped before a second switch: %v", err)
-	case <-time.After(time.Minute):
-		t.Fatal("no second memtable switch")
-	}
+	h := holdSwitch(t, t.TempDir(), Options{MergeFlushL0Depth: -1,
+		EventListener: &EventListener{FlushEnd: func(i FlushInfo) { flushed <- i }}}, 2)
 	// The first memtable's flush (next WAL: the second memtable's) installs
 	// while the second switch is held.
-	openFlushes()
+	h.releaseFlushes()
 	select {
 	case i := <-flushed:
 		require.NoError(t, i.Err)
@@ -448,7 +420,7 @@ func TestFlushIgnoresLaterSwitches(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the flush waited for a later switch")
 	}
-	releaseOnce.Do(func() { close(release) })
-	require.NoError(t, <-wrote)
-	require.NoError(t, db.Close())
+	h.release()
+	require.NoError(t, <-h.aDone)
+	require.NoError(t, h.db.Close())
 }
