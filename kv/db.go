@@ -218,6 +218,8 @@ type DB struct {
 	// for a second half still running (Metrics.WALSwitches).
 	walSwitches, walSwitchWaits         atomic.Uint64
 	walSwitchSyncNanos, walSwitchWaitNs atomic.Int64
+	walPrepareWaits                     atomic.Uint64
+	walPrepareWaitNs                    atomic.Int64
 
 	// testHookCompaction, if set (by tests, under compact.mu), runs at the
 	// start of each background compaction, with its plan booked.

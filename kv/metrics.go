@@ -147,6 +147,12 @@ type Metrics struct {
 	WALSwitches                          uint64
 	WALSwitchWaits                       uint64
 	WALSwitchSyncTime, WALSwitchWaitTime time.Duration
+	// WALPrepareWaits counts the switches whose next WAL, prepared ahead,
+	// was not yet populated (its pages faulted in) when the memtable
+	// filled, so that the writer whose write filled it waited for the
+	// populating; WALPrepareWaitTime is how long they waited in all.
+	WALPrepareWaits    uint64
+	WALPrepareWaitTime time.Duration
 	// CompactionDebt estimates the bytes compactions must still rewrite to
 	// bring every level within its target (compaction.Debt).
 	CompactionDebt uint64
@@ -256,6 +262,7 @@ func (db *DB) Metrics() Metrics {
 	m.WALSwitches, m.WALSwitchWaits = db.walSwitches.Load(), db.walSwitchWaits.Load()
 	m.WALSwitchSyncTime = time.Duration(db.walSwitchSyncNanos.Load())
 	m.WALSwitchWaitTime = time.Duration(db.walSwitchWaitNs.Load())
+	m.WALPrepareWaits, m.WALPrepareWaitTime = db.walPrepareWaits.Load(), time.Duration(db.walPrepareWaitNs.Load())
 	m.FlushTime = time.Duration(db.flushNanos.Load())
 	m.CompactionTime = time.Duration(db.compactNanos.Load())
 	db.compact.mu.Lock()
@@ -319,7 +326,8 @@ func (m Metrics) String() string {
 		m.Flushes, m.MergedFlushes, sizeText(m.BytesFlushed), m.FlushTime.Seconds(), m.Compactions, m.TableMoves,
 		m.IntraL0Compactions, m.CompactionsRunning, sizeText(m.BytesCompactedIn), sizeText(m.BytesCompacted),
 		m.CompactionTime.Seconds(), m.WriteAmplification(), sizeText(m.CompactionDebt), m.WriteStalls, m.WriteStallTime.Seconds())
-	fmt.Fprintf(&b, "WAL switches %d (second halves %.3fs); waits for a second half %d (%.3fs)\n",
-		m.WALSwitches, m.WALSwitchSyncTime.Seconds(), m.WALSwitchWaits, m.WALSwitchWaitTime.Seconds())
+	fmt.Fprintf(&b, "WAL switches %d (second halves %.3fs); waits for a second half %d (%.3fs); waits for a WAL's populating %d (%.3fs)\n",
+		m.WALSwitches, m.WALSwitchSyncTime.Seconds(), m.WALSwitchWaits, m.WALSwitchWaitTime.Seconds(),
+		m.WALPrepareWaits, m.WALPrepareWaitTime.Seconds())
 	return b.String()
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -100,12 +101,19 @@ func (m *walMapping) populate(free []byte, touch bool) {
 	m.populating.Add(1)
 	go func() {
 		defer m.populating.Done()
+		if d := populateDelay.Load(); d > 0 {
+			time.Sleep(time.Duration(d)) // tests: a populating that is behind
+		}
 		_ = syscall.Madvise(free, madvPopulateWrite)
 		if touch {
 			touchPages(free)
 		}
 	}()
 }
+
+// populateDelay, when set (tests), holds each populating goroutine that long
+// before it starts.
+var populateDelay atomic.Int64
 
 // touchPages writes to every page of b once, changing nothing: an atomic
 // add of zero to its first word. On this project's VM (a Firecracker

@@ -1,5 +1,7 @@
 package kv
 
+import "time"
+
 // The next WAL, prepared ahead. A mapped WAL's pages are faulted in by a
 // goroutine of their own (walMapping.populateAhead); when the WAL was
 // created at the rotation, that goroutine raced the writer from the
@@ -8,7 +10,8 @@ package kv
 // into a new WAL page was 7-10x likelier than others to be among the
 // slowest 1%. So each rotation has the WAL after the new one created,
 // allocated, mapped and populated under a temporary name while the new
-// memtable fills, and the next rotation only renames it. See
+// memtable fills, and the next rotation only renames it (once its pages are
+// all in: where populating is behind, the rotating writer waits). See
 // docs/ARCHITECTURE.md, "Group commit and the WAL".
 
 // nextWALFileName is the file the next WAL is prepared in. Its suffix makes
@@ -47,6 +50,15 @@ func (db *DB) prepareWAL(reach int) {
 	go func() {
 		defer close(p.done)
 		p.w, p.err = createWAL(db.fs, db.nextWALPath(), 0, db.walPreallocateSize(), true, populateWhole)
+		// Prepared means populated: the rotation that takes this WAL
+		// waits for its pages rather than leave them to fault on the
+		// writers' path. Populating needs a CPU that the writers, the
+		// flush and compactions share, and on a busy machine it is often
+		// still running when the memtable fills; the rotating writer's
+		// wait hands it a P.
+		if p.err == nil && p.w.mapped != nil {
+			p.w.mapped.populating.Wait()
+		}
 	}()
 }
 
@@ -58,6 +70,16 @@ func (db *DB) prepareWAL(reach int) {
 // write).
 func (db *DB) newWAL(num uint64, reach int) (*walWriter, error) {
 	path := db.fs.PathJoin(db.dir, walFileName(num))
+	if p := db.walNext; p != nil {
+		select {
+		case <-p.done:
+		default: // still populating (Metrics.WALPrepareWaits)
+			start := time.Now()
+			<-p.done
+			db.walPrepareWaits.Add(1)
+			db.walPrepareWaitNs.Add(int64(time.Since(start)))
+		}
+	}
 	if w := db.takePreparedWAL(); w != nil {
 		if reach == populateWhole {
 			if err := db.fs.Rename(db.nextWALPath(), path); err == nil {

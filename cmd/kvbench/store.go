@@ -86,9 +86,11 @@ type Counters struct {
 	// WriteStalls counts the stalls (kv.Metrics.WriteStalls, Pebble's
 	// WriteStallBegin events).
 	WriteStalls uint64
-	// WALWait is how long writers waited for WAL switches still
-	// finishing (the old WAL's fsync), WALWaits how many times
-	// (kv.Metrics.WALSwitchWaitTime and WALSwitchWaits; Known.WALWaits).
+	// WALWait is how long writers waited for the WAL, WALWaits how many
+	// times: for WAL switches still finishing (the old WAL's fsync;
+	// kv.Metrics.WALSwitchWaitTime and WALSwitchWaits) and for the next
+	// WAL's populating (kv.Metrics.WALPrepareWaitTime and
+	// WALPrepareWaits); Known.WALWaits.
 	WALWait  time.Duration
 	WALWaits uint64
 
