@@ -3,6 +3,7 @@ package kv
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"time"
 )
@@ -97,6 +98,13 @@ func (s *walSwitch) finish(db *DB) {
 	if db.switchFinishing != nil {
 		db.switchFinishing()
 	}
+	// The rotation started the next WAL's preparation (prepareWAL) on a
+	// goroutine that waits in this P's run queue, and the fsync below holds
+	// the P until the runtime retakes it from the system call, which on a
+	// busy machine takes up to milliseconds. Yield first, so that the
+	// preparation starts now and is populated by the next rotation rather
+	// than make it wait (Metrics.WALPrepareWaits).
+	runtime.Gosched()
 	if err := s.old.finish(); err != nil {
 		s.err = db.setBGErr(fmt.Errorf("kv: close WAL: %w", err))
 	} else if err := syncDir(db.fs, db.dir); err != nil {
