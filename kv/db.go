@@ -108,6 +108,9 @@ type DB struct {
 	// memRecycler keeps the memory of flushed memtables that no read
 	// state lists any more, for the next memtables (memtable.Recycler).
 	memRecycler *memtable.Recycler
+	// prefilling is set while a goroutine prefills memRecycler
+	// (prefillMemtable).
+	prefilling atomic.Bool
 
 	// mu guards the memtables, the tree and what reads see, and the
 	// store's closing and sticky errors.
@@ -409,6 +412,7 @@ func (db *DB) abandonOpen() {
 // startBackground starts the goroutines of a writable store: flushes,
 // compactions, WAL syncs (and write-back) and a first compaction check.
 func (db *DB) startBackground() {
+	db.prefillMemtable()
 	db.wg.Add(3)
 	go db.flushLoop()
 	go db.compactLoop()
@@ -418,6 +422,28 @@ func (db *DB) startBackground() {
 		go db.walWriteBackLoop()
 	}
 	db.kickCompaction()
+}
+
+// prefillMemtable has a goroutine of its own fault in the chunks of the
+// next memtable ahead of the writers (memtable.Recycler.Prefill), unless
+// one is at it or the recycler keeps a memtable's worth already: until the
+// first flushes hand their memtables' chunks back, each chunk a memtable
+// takes is fresh memory, and writing it faults on the writer's path (a
+// page of 4 KiB values is one write, and one fault each). Open starts it,
+// and every memtable rotation before it makes the new memtable. The
+// memory is what the recycler keeps anyway once as many memtables have
+// been flushed.
+func (db *DB) prefillMemtable() {
+	want := db.opts.MemTableSize + 2*memtable.ChunkSize(db.opts.MemTableSize)
+	if db.memRecycler.Held() >= want || !db.prefilling.CompareAndSwap(false, true) {
+		return
+	}
+	db.wg.Add(1)
+	go func() {
+		defer db.wg.Done()
+		defer db.prefilling.Store(false)
+		db.memRecycler.Prefill(want)
+	}()
 }
 
 // warmLiveTables opens the live tables (up to MaxOpenFiles) in the background

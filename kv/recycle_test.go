@@ -3,6 +3,7 @@ package kv
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
@@ -39,6 +40,7 @@ func TestMemtableMemoryRecycled(t *testing.T) {
 		require.NoError(t, it.Close())
 	}
 	rec := db.memRecycler
+	waitPrefill(t, db)
 	require.GreaterOrEqual(t, rec.Held(), 3*opts.MemTableSize, "the freed memtables' chunks are not all kept")
 	require.Equal(t, uint64(rec.Held()), db.Metrics().MemTableKeptBytes)
 	allocated, reused := rec.Allocated(), rec.Reused()
@@ -47,4 +49,41 @@ func TestMemtableMemoryRecycled(t *testing.T) {
 	}
 	require.Equal(t, allocated, rec.Allocated(), "the next memtables allocated fresh chunks")
 	require.Greater(t, rec.Reused(), reused)
+}
+
+// TestMemtablePrefilled: a new store faults in its first memtable's chunks
+// on a goroutine of its own (prefillMemtable), so the writes that fill it
+// take no fresh chunk (the memtable Open made took its first); each rotation tops the recycler up again (here
+// while an iterator keeps the flushed memtable's chunks from it).
+func TestMemtablePrefilled(t *testing.T) {
+	opts := &Options{FS: vfs.NewMem(), MemTableSize: 256 << 10}
+	db, err := Open("db", opts)
+	require.NoError(t, err)
+	defer db.Close()
+	rec := db.memRecycler
+	waitPrefilled := func() {
+		t.Helper()
+		waitPrefill(t, db)
+		require.GreaterOrEqual(t, rec.Held(), opts.MemTableSize, "the recycler holds less than a memtable")
+	}
+	waitPrefilled()
+	prefilled, allocated := rec.Prefilled(), rec.Allocated() // the first chunk: Open's
+	require.Positive(t, prefilled)
+	it, err := db.NewIter(nil) // keeps the memtable being filled
+	require.NoError(t, err)
+	defer it.Close()
+	value := make([]byte, 1000)
+	for i := 0; i < opts.MemTableSize*9/10/len(value); i++ {
+		require.NoError(t, db.Set(fmt.Appendf(nil, "k%08d", i), value, NoSync))
+	}
+	require.Equal(t, allocated, rec.Allocated(), "the first memtable's writes took fresh chunks")
+	require.NoError(t, db.Flush())
+	waitPrefilled()
+	require.Greater(t, rec.Prefilled(), prefilled, "the rotation did not top the recycler up")
+}
+
+// waitPrefill waits until no goroutine prefills db's memtable recycler.
+func waitPrefill(t *testing.T, db *DB) {
+	t.Helper()
+	require.Eventually(t, func() bool { return !db.prefilling.Load() }, 10*time.Second, time.Millisecond)
 }

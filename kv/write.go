@@ -475,6 +475,9 @@ func (db *DB) rotateMemtable() error {
 		return err
 	}
 	db.drainWALSyncs()
+	// The next memtable's chunks before the next WAL: the WAL's
+	// preparation, started after it, is the first of the two to run.
+	db.prefillMemtable()
 	num := db.allocFileNum()
 	if err := db.rotateWAL(num); err != nil {
 		return err

@@ -21,6 +21,7 @@ type Recycler struct {
 
 	reused    atomic.Uint64 // chunks handed out again
 	allocated atomic.Uint64 // standard chunks allocated fresh
+	prefilled atomic.Uint64 // chunks Prefill allocated
 }
 
 // ChunkSize is the chunk size that suits memtables that fill at
@@ -85,6 +86,36 @@ func (r *Recycler) Reused() uint64 { return r.reused.Load() }
 // Allocated is the number of chunks of its chunk size allocated fresh so
 // far because none was kept.
 func (r *Recycler) Allocated() uint64 { return r.allocated.Load() }
+
+// Prefilled is the number of chunks Prefill has allocated so far.
+func (r *Recycler) Prefilled() uint64 { return r.prefilled.Load() }
+
+// Prefill allocates chunks until r keeps at least bytes of them (or its
+// limit), writing to every page of each before keeping it: a memtable that
+// takes a kept chunk does not fault on the writer's path, where a fresh
+// one costs a fault a page. Until the first flushes hand their memtables'
+// chunks back, every chunk is fresh; the store prefills a memtable's worth
+// ahead on a goroutine of its own. It returns the number of chunks it
+// added, at most bytes / chunk size (the memtables may take them as fast
+// as they come).
+func (r *Recycler) Prefill(bytes int) int {
+	added := 0
+	for ; added < bytes/r.chunkSize && r.Held() < bytes; added++ {
+		c := make([]byte, r.chunkSize)
+		for i := 0; i < len(c); i += touchStride {
+			c[i] = 1 // a write (a chunk need not be zero: see chunk)
+		}
+		if !r.free.Put(c) {
+			break // the limit
+		}
+		r.prefilled.Add(1)
+	}
+	return added
+}
+
+// touchStride is the step Prefill writes at: the smallest page size of
+// the systems the store runs on, so that it reaches every page.
+const touchStride = 4 << 10
 
 // Held is the number of bytes the Recycler keeps now.
 func (r *Recycler) Held() int {

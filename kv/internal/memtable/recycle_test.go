@@ -194,3 +194,34 @@ func TestArenaBytes(t *testing.T) {
 	m.Release()
 	require.Zero(t, m.ArenaBytes())
 }
+
+// TestRecyclerPrefill: Prefill keeps a memtable's worth of chunks ahead, no
+// more than asked nor than the limit, and a memtable filled from them
+// allocates no fresh chunk and holds exactly its entries (the prefilled
+// chunks are not zero).
+func TestRecyclerPrefill(t *testing.T) {
+	const size = 1 << 20
+	chunk := ChunkSize(size)
+	want := size + 2*chunk
+	r := NewRecycler(size, 3*want)
+	require.Equal(t, want/chunk, r.Prefill(want))
+	require.Equal(t, want, r.Held())
+	require.EqualValues(t, want/chunk, r.Prefilled())
+	require.Zero(t, r.Prefill(want), "already holds a memtable's worth")
+
+	m := NewRecycled(r)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var keys [][]byte
+	for m.Size() < size {
+		keys = append(keys, fill(m, rng, 100, uint64(len(keys))+1)...)
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	requireHolds(t, m, keys)
+	require.Zero(t, r.Allocated(), "a memtable of the prefilled chunks allocated fresh ones")
+	require.Positive(t, r.Reused())
+
+	// The limit bounds a prefill.
+	small := NewRecycler(size, 2*chunk)
+	require.Equal(t, 2, small.Prefill(want))
+	require.Equal(t, 2*chunk, small.Held())
+}
