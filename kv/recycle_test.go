@@ -53,8 +53,9 @@ func TestMemtableMemoryRecycled(t *testing.T) {
 
 // TestMemtablePrefilled: a new store faults in its first memtable's chunks
 // on a goroutine of its own (prefillMemtable), so the writes that fill it
-// take no fresh chunk (the memtable Open made took its first); each rotation tops the recycler up again (here
-// while an iterator keeps the flushed memtable's chunks from it).
+// take no fresh chunk (the memtable Open made took its first); each
+// rotation tops the recycler up again (here while an iterator keeps the
+// flushed memtable's chunks from it).
 func TestMemtablePrefilled(t *testing.T) {
 	opts := &Options{FS: vfs.NewMem(), MemTableSize: 256 << 10}
 	db, err := Open("db", opts)
