@@ -344,14 +344,11 @@ func newDB(dir string, o Options, policy filterpolicy.Policy, lock io.Closer) *D
 		walKick: make(chan struct{}, 1),
 		closeCh: make(chan struct{}),
 		// Room for the chunks of every memtable writers may fill before
-		// they stall (Size counts the arena bytes its entries use; a
-		// memtable ends up to one batch past MemTableSize, in the last
-		// chunk's spare room or a new one). A flush of several queued
+		// they stall (memtableChunkBytes each). A flush of several queued
 		// memtables frees them at once, and the writes that fill the next
 		// ones would otherwise zero and fault in fresh chunks on the
 		// writer's path.
-		memRecycler: memtable.NewRecycler(o.MemTableSize,
-			(o.MaxImmutableMemTables+1)*(o.MemTableSize+2*memtable.ChunkSize(o.MemTableSize))),
+		memRecycler: memtable.NewRecycler(o.MemTableSize, (o.MaxImmutableMemTables+1)*memtableChunkBytes(o.MemTableSize)),
 	}
 	switch {
 	case o.EventListener != nil:
@@ -422,28 +419,6 @@ func (db *DB) startBackground() {
 		go db.walWriteBackLoop()
 	}
 	db.kickCompaction()
-}
-
-// prefillMemtable has a goroutine of its own fault in the chunks of the
-// next memtable ahead of the writers (memtable.Recycler.Prefill), unless
-// one is at it or the recycler keeps a memtable's worth already: until the
-// first flushes hand their memtables' chunks back, each chunk a memtable
-// takes is fresh memory, and writing it faults on the writer's path (a
-// page of 4 KiB values is one write, and one fault each). Open starts it,
-// and every memtable rotation before it makes the new memtable. The
-// memory is what the recycler keeps anyway once as many memtables have
-// been flushed.
-func (db *DB) prefillMemtable() {
-	want := db.opts.MemTableSize + 2*memtable.ChunkSize(db.opts.MemTableSize)
-	if db.memRecycler.Held() >= want || !db.prefilling.CompareAndSwap(false, true) {
-		return
-	}
-	db.wg.Add(1)
-	go func() {
-		defer db.wg.Done()
-		defer db.prefilling.Store(false)
-		db.memRecycler.Prefill(want)
-	}()
 }
 
 // warmLiveTables opens the live tables (up to MaxOpenFiles) in the background
@@ -587,7 +562,7 @@ func (db *DB) Close() error {
 	if db.wal != nil {
 		keep(db.wal.close())
 	}
-	if w := db.takePreparedWAL(); w != nil {
+	if w := db.takePreparedWAL(false); w != nil {
 		db.discardWAL(w)
 	}
 	if db.manifest.w != nil {

@@ -70,17 +70,7 @@ func (db *DB) prepareWAL(reach int) {
 // write).
 func (db *DB) newWAL(num uint64, reach int) (*walWriter, error) {
 	path := db.fs.PathJoin(db.dir, walFileName(num))
-	if p := db.walNext; p != nil {
-		select {
-		case <-p.done:
-		default: // still populating (Metrics.WALPrepareWaits)
-			start := time.Now()
-			<-p.done
-			db.walPrepareWaits.Add(1)
-			db.walPrepareWaitNs.Add(int64(time.Since(start)))
-		}
-	}
-	if w := db.takePreparedWAL(); w != nil {
+	if w := db.takePreparedWAL(true); w != nil {
 		if reach == populateWhole {
 			if err := db.fs.Rename(db.nextWALPath(), path); err == nil {
 				w.num = num
@@ -95,14 +85,25 @@ func (db *DB) newWAL(num uint64, reach int) (*walWriter, error) {
 // takePreparedWAL waits for the WAL being prepared, if any, and returns it;
 // nil if none was or preparing it failed (whatever it left is removed: a
 // failed preparation is only a lost head start, and creating the WAL at
-// the rotation reports any error that matters).
-func (db *DB) takePreparedWAL() *walWriter {
+// the rotation reports any error that matters). With counted (a rotation's
+// wait) a wait for a preparation still populating is counted in
+// Metrics.WALPrepareWaits and WALPrepareWaitTime.
+func (db *DB) takePreparedWAL(counted bool) *walWriter {
 	p := db.walNext
 	if p == nil {
 		return nil
 	}
 	db.walNext = nil
-	<-p.done
+	select {
+	case <-p.done:
+	default:
+		start := time.Now()
+		<-p.done
+		if counted {
+			db.walPrepareWaits.Add(1)
+			db.walPrepareWaitNs.Add(int64(time.Since(start)))
+		}
+	}
 	if p.err != nil {
 		_ = db.fs.Remove(db.nextWALPath())
 		return nil

@@ -492,6 +492,33 @@ func (db *DB) rotateMemtable() error {
 	return nil
 }
 
+// prefillMemtable has a goroutine of its own fault in the chunks of the
+// next memtable ahead of the writers (memtable.Recycler.Prefill), unless
+// one is at it or the recycler keeps a memtable's worth already: until the
+// first flushes hand their memtables' chunks back, each chunk a memtable
+// takes is fresh memory, and writing it faults on the writer's path (a
+// page of 4 KiB values is one write, and one fault each). Open starts it,
+// and every memtable rotation before it makes the new memtable. The
+// memory is what the recycler keeps anyway once as many memtables have
+// been flushed.
+func (db *DB) prefillMemtable() {
+	want := memtableChunkBytes(db.opts.MemTableSize)
+	if db.memRecycler.Held() >= want || !db.prefilling.CompareAndSwap(false, true) {
+		return
+	}
+	db.wg.Add(1)
+	go func() {
+		defer db.wg.Done()
+		defer db.prefilling.Store(false)
+		db.memRecycler.Prefill(want)
+	}()
+}
+
+// memtableChunkBytes is the most chunk bytes a memtable of size bytes takes:
+// Size counts the arena bytes its entries use, and a memtable ends up to
+// one batch past size, in the last chunk's spare room or a new one.
+func memtableChunkBytes(size int) int { return size + 2*memtable.ChunkSize(size) }
+
 // walWriteBackLoop writes the WAL buffer to the OS whenever a commit group
 // left records in it (Options.WALBufferNoSync), off the writers' path: the
 // leader keeps appending to the buffer while the write runs. A write error
