@@ -97,9 +97,9 @@ type DB struct {
 	// walToFinish is a switch the commit leader made during its group: it
 	// finishes it once it has handed leadership on (commit).
 	walToFinish *walSwitch
-	// switchFinishing, if set (tests), is called as a switch's second
-	// half begins.
-	switchFinishing func()
+	// switchFinishing and switchNamed, if set (tests), are called as a
+	// switch's second half begins and once its directory sync is done.
+	switchFinishing, switchNamed func()
 	// walNow mirrors wal for the WAL write-back goroutine of
 	// Options.WALBufferNoSync, which walKick wakes (see walWriteBackLoop).
 	walNow  atomic.Pointer[walWriter]
@@ -558,7 +558,7 @@ func (db *DB) Close() error {
 			err = e
 		}
 	}
-	keep(db.waitWALSwitches(false))
+	keep(db.waitWALSwitches())
 	if db.wal != nil {
 		keep(db.wal.close())
 	}

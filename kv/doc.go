@@ -104,8 +104,8 @@
 // end, or a machine crash may have torn it before that offset, which is
 // tolerated like a torn tail when no later record says it was fsynced past
 // the tear: recovery keeps its records before the tear and drops the WALs
-// after it, whose writes were all NoSync (a Sync write waits for every
-// switch). A switch does not wait for the one before it to finish, so a
+// after it, whose writes were all NoSync (a Sync write waits until every
+// WAL before it is durable, its directory entry too). A switch does not wait for the one before it to finish, so a
 // machine crash may also lose a WAL's directory entry while a later WAL
 // stays: a WAL whose switch record names a missing WAL ends the replay the
 // same way, unless a later WAL says it was fsynced (then it is

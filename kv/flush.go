@@ -135,7 +135,7 @@ func (db *DB) flushMemtables(ms []*memEntry, nextLog uint64) (err error) {
 	// directory entry durable first (the switch that created it finished,
 	// see walswitch.go), so that a crash never leaves a manifest naming a
 	// WAL that is gone.
-	if err := db.waitWALSwitchesBefore(false, nextLog); err != nil {
+	if err := db.waitWALSwitchesBefore(nextLog); err != nil {
 		return err
 	}
 	err = db.logAndApply(edit, func() {

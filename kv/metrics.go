@@ -138,12 +138,13 @@ type Metrics struct {
 	WriteStallTime time.Duration
 	// WALSwitches counts the memtable switches that gave the store a new
 	// WAL; WALSwitchSyncTime is the time their second halves took (the
-	// old WAL fsynced and closed, the directory fsynced), each paid by the
-	// writer whose write filled the memtable, once it has handed the
-	// commit on (docs/ARCHITECTURE.md, "Group commit and the WAL").
+	// directory fsynced, the old WAL cut, fsynced and closed), each paid
+	// by the writer whose write filled the memtable, once it has handed
+	// the commit on (docs/ARCHITECTURE.md, "Group commit and the WAL").
 	// WALSwitchWaits counts the times a Sync write's fsync waited for
-	// second halves still running (a NoSync write never waits for one),
-	// and WALSwitchWaitTime is how long they waited in all.
+	// second halves still running (for the directory fsync alone where
+	// the old WAL was durable already; a NoSync write never waits for
+	// one), and WALSwitchWaitTime is how long they waited in all.
 	WALSwitches                          uint64
 	WALSwitchWaits                       uint64
 	WALSwitchSyncTime, WALSwitchWaitTime time.Duration

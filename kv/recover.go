@@ -244,9 +244,10 @@ func newerWAL(names []string, logNum uint64) (string, bool) {
 // between it and the WAL before it in wals follows a WAL whose directory
 // entry a machine crash lost before its switch finished: the replay ends
 // before it, as at a WAL torn then (the writes from there on were all
-// NoSync: a Sync write waits for every switch). If one of the WALs from
-// there on says it was fsynced (a record's synced offset), the missing
-// WAL was durable and then lost: ErrCorruption. (The first WAL, the one
+// NoSync: a Sync write waits until every WAL before it is durable, its
+// directory entry too). If one of the WALs from there on says it was
+// fsynced (a record's synced offset), the missing WAL was durable and then
+// lost: ErrCorruption. (The first WAL, the one
 // the manifest names, is never missing after a crash: a flush waits for
 // the switches before its manifest edit names a newer WAL, and
 // checkStateOnDisk reports it gone.)
@@ -318,8 +319,8 @@ func (db *DB) replayWALs(wals []uint64) ([]*memtable.MemTable, error) {
 
 // checkNoSyncAfterGap returns ErrCorruption if one of the WALs after (those
 // after the missing WAL missing) says it was fsynced: a Sync write waits
-// for every switch before it, so the missing WAL had been durable (see
-// replayWALs).
+// until every WAL before it is durable, its directory entry too, so the
+// missing WAL had been durable (see replayWALs).
 func (db *DB) checkNoSyncAfterGap(missing uint64, after []uint64) error {
 	for _, num := range after {
 		data, err := readFile(db.fs, db.fs.PathJoin(db.dir, walFileName(num)))

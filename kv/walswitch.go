@@ -20,12 +20,12 @@ import (
 // synced), writes a switch record as the new WAL's first record, naming
 // the old WAL and where its records end (switchRecord), and commits its
 // group into the new WAL; once it has handed leadership on, it finishes
-// the switch (walSwitch.finish: the old WAL cut, fsynced and closed, the
-// directory fsynced) while the next leader writes. The writer whose write
-// filled the memtable pays for the switch; the others do not, and neither
-// does the next switch: it does not wait for this one's second half (it
-// did, and with two writers the other one then waited at ~80% of the
-// switches, as long in all as the writers stalled for flushes). Each
+// the switch (walSwitch.finish: the directory fsynced, then the old WAL
+// cut, fsynced and closed) while the next leader writes. The writer whose
+// write filled the memtable pays for the switch; the others do not, and
+// neither does the next switch: it does not wait for this one's second
+// half (it did, and with two writers the other one then waited at ~80% of
+// the switches, as long in all as the writers stalled for flushes). Each
 // second half runs on the writer that made the switch, so no more of them
 // run at once than there are writers.
 //
@@ -36,15 +36,28 @@ import (
 // while later WALs kept records: recovery keeps what comes before the
 // first torn or missing WAL and drops the WALs after it, whose writes came
 // later and were all NoSync (see replayWALs). What must not run ahead of
-// the switches waits for every one still finishing (waitWALSwitches): the
-// fsync of a Sync write (durable only with every write before it) and
-// Close.
+// the switches waits for every one still finishing: Close (waitWALSwitches)
+// and the fsync of a Sync write, which is durable only with every write
+// before it (waitWALSwitchesForSync: for a switch whose old WAL was fsynced
+// to its end already, that is its directory sync alone).
 
 // walSwitch is a switch whose second half (finish) may still run.
+//
+// A Sync write in a later WAL needs every record before it durable, and
+// the WALs' directory entries. When the old WAL was already fsynced to its
+// end at the switch (its writers sync: the WAL syncer drained before the
+// seal), only the new WAL's directory entry is missing, so finish syncs
+// the directory first and says so (named); the Sync write's fsync waits
+// for that and not for the old WAL's cut and fsync, which under Sync
+// writers were the slowest part of a switch (waitWALSwitchesForSync).
 type walSwitch struct {
-	old  *walWriter
-	done chan struct{} // closed once err is set
-	err  error
+	old *walWriter
+	// oldDurable: the old WAL was fsynced to its end when sealed.
+	oldDurable bool
+	named      chan struct{} // closed once the directory is synced, or nameErr set
+	nameErr    error
+	done       chan struct{} // closed once err is set (after named)
+	err        error
 }
 
 // rotateWAL gives the new memtable numbered num its WAL and leaves the rest
@@ -75,7 +88,7 @@ func (db *DB) rotateWAL(num uint64) error {
 		_ = w.close()
 		return db.setBGErr(fmt.Errorf("kv: WAL write: %w", err))
 	}
-	s := &walSwitch{old: old, done: make(chan struct{})}
+	s := &walSwitch{old: old, oldDurable: old.synced.Load() >= old.size(), named: make(chan struct{}), done: make(chan struct{})}
 	db.walPending.mu.Lock()
 	// Copied on write: a waiter reads the slice it took without the lock.
 	db.walPending.list = append(slices.Clip(db.walPending.list), s)
@@ -105,10 +118,18 @@ func (s *walSwitch) finish(db *DB) {
 	// preparation starts now and is populated by the next rotation rather
 	// than make it wait (Metrics.WALPrepareWaits).
 	runtime.Gosched()
-	if err := s.old.finish(); err != nil {
+	// The new WAL's directory entry first: a Sync write after an old WAL
+	// that was durable already waits for nothing else (named).
+	if err := syncDir(db.fs, db.dir); err != nil {
+		s.nameErr = db.setBGErr(fmt.Errorf("kv: sync dir: %w", err))
+	}
+	close(s.named)
+	if db.switchNamed != nil {
+		db.switchNamed()
+	}
+	s.err = s.nameErr
+	if err := s.old.finish(); err != nil && s.err == nil {
 		s.err = db.setBGErr(fmt.Errorf("kv: close WAL: %w", err))
-	} else if err := syncDir(db.fs, db.dir); err != nil {
-		s.err = db.setBGErr(fmt.Errorf("kv: sync dir: %w", err))
 	}
 	if s.err == nil {
 		db.walPending.mu.Lock()
@@ -119,11 +140,9 @@ func (s *walSwitch) finish(db *DB) {
 }
 
 // waitWALSwitches waits for the second halves of the switches still
-// finishing and returns the first error among them. With counted (a
-// writer's wait: a Sync write's fsync) a wait for one still running is
-// counted in Metrics.WALSwitchWaits and WALSwitchWaitTime.
-func (db *DB) waitWALSwitches(counted bool) error {
-	return db.waitWALSwitchesBefore(counted, math.MaxUint64)
+// finishing and returns the first error among them.
+func (db *DB) waitWALSwitches() error {
+	return db.waitWALSwitchesBefore(math.MaxUint64)
 }
 
 // waitWALSwitchesBefore waits, as waitWALSwitches does, for the switches
@@ -133,7 +152,24 @@ func (db *DB) waitWALSwitches(counted bool) error {
 // switch begun since (away from log or a later WAL) is none of its
 // business: waiting for that switch's fsync would hold the install, and
 // with it the writers a stall holds until the install frees a memtable.
-func (db *DB) waitWALSwitchesBefore(counted bool, log uint64) error {
+func (db *DB) waitWALSwitchesBefore(log uint64) error {
+	return db.waitSwitches(log, false)
+}
+
+// waitWALSwitchesForSync waits for what the fsync of a Sync write needs of
+// the switches still finishing: every old WAL durable, and every new WAL's
+// directory entry. For a switch whose old WAL was durable when sealed that
+// is its directory sync alone (see walSwitch). A wait for one still
+// running is counted in Metrics.WALSwitchWaits and WALSwitchWaitTime.
+func (db *DB) waitWALSwitchesForSync() error {
+	return db.waitSwitches(math.MaxUint64, true)
+}
+
+// waitSwitches waits for the pending switches away from WALs numbered
+// below log and returns the first error among them. For a Sync write's
+// fsync (forSync) it waits for the directory sync alone of a switch whose
+// old WAL was durable when sealed, and counts its wait.
+func (db *DB) waitSwitches(log uint64, forSync bool) error {
 	db.walPending.mu.Lock()
 	pending := db.walPending.list
 	db.walPending.mu.Unlock()
@@ -142,16 +178,20 @@ func (db *DB) waitWALSwitchesBefore(counted bool, log uint64) error {
 		if s.old.num >= log {
 			continue
 		}
+		ch, err := s.done, &s.err
+		if forSync && s.oldDurable {
+			ch, err = s.named, &s.nameErr
+		}
 		select {
-		case <-s.done:
+		case <-ch:
 		default:
-			if counted && start.IsZero() {
+			if forSync && start.IsZero() {
 				start = time.Now()
 			}
-			<-s.done
+			<-ch
 		}
-		if s.err != nil {
-			return s.err
+		if *err != nil {
+			return *err
 		}
 	}
 	if !start.IsZero() {

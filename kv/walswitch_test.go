@@ -115,6 +115,69 @@ func TestWALSwitchOffWritersPath(t *testing.T) {
 	require.NoError(t, db.Close())
 }
 
+// TestSyncAfterDurableWAL: a Sync write after a switch whose old WAL was
+// fsynced to its end when sealed (its writers sync) waits for the switch's
+// directory sync only, not for the old WAL's cut and fsync; after a switch
+// away from a WAL of NoSync writes it waits for both. The second half is
+// held between the two.
+func TestSyncAfterDurableWAL(t *testing.T) {
+	for _, synced := range []bool{true, false} {
+		t.Run(fmt.Sprintf("old WAL synced %v", synced), func(t *testing.T) {
+			db, err := Open(t.TempDir(), &Options{MemTableSize: 64 << 10})
+			require.NoError(t, err)
+			named, release := make(chan struct{}), make(chan struct{})
+			var namedOnce, releaseOnce sync.Once
+			free := func() { releaseOnce.Do(func() { close(release) }) }
+			defer func() { free(); require.NoError(t, db.Close()) }()
+			db.switchNamed = func() {
+				namedOnce.Do(func() { close(named); <-release }) // the first switch only
+			}
+			aDone := make(chan error, 1)
+			go func() {
+				for i := 0; ; i++ {
+					if err := db.Set(switchKeyA(i), crashValue(switchKeyA(i)), &WriteOptions{Sync: synced}); err != nil {
+						aDone <- err
+						return
+					}
+					select {
+					case <-named:
+						aDone <- nil
+						return
+					default:
+					}
+				}
+			}()
+			select {
+			case <-named:
+			case err := <-aDone:
+				t.Fatalf("the writer stopped before a switch: %v", err)
+			case <-time.After(time.Minute):
+				t.Fatal("no memtable switch")
+			}
+			syncDone := make(chan error, 1)
+			go func() { syncDone <- db.Set([]byte("s"), []byte("sync"), Sync) }()
+			if synced {
+				select {
+				case err := <-syncDone:
+					require.NoError(t, err)
+				case <-time.After(30 * time.Second):
+					t.Fatal("a Sync write waits for the cut and fsync of an old WAL that was durable")
+				}
+				free()
+			} else {
+				select {
+				case err := <-syncDone:
+					t.Fatalf("a Sync write returned before the old WAL of NoSync writes was fsynced (err %v)", err)
+				case <-time.After(100 * time.Millisecond):
+				}
+				free()
+				require.NoError(t, <-syncDone)
+			}
+			require.NoError(t, <-aDone)
+		})
+	}
+}
+
 // TestReplaySealedWAL: replayWAL of a WAL whose end the next WAL's switch
 // record gives. Its zero tail (a mapped WAL not cut) is where it ends; a
 // file cut before that end is a WAL torn before its switch fsynced it

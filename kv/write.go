@@ -422,7 +422,7 @@ func (db *DB) syncRound(round []syncGroup) error {
 	if slices.ContainsFunc(round, func(g syncGroup) bool { return g.end.sync }) {
 		// The WALs before this one durable, and this one's name, first: a
 		// Sync write is durable with every write before it.
-		if err := db.waitWALSwitches(true); err != nil {
+		if err := db.waitWALSwitchesForSync(); err != nil {
 			return err
 		}
 		if err := last.wal.sync(); err != nil {
