@@ -217,6 +217,39 @@ func TestGroupCommit(t *testing.T) {
 	}
 }
 
+// TestGroupCommitOneP: on one P, the writers a WAL sync round wakes share
+// the next fsync. The last writer woken and the syncer wake each other into
+// the scheduler's next slot; unless the syncer yields before a round, the
+// two take turns, one write per fsync, while the other writers wait in the
+// run queue until the runtime preempts the pair (see walSyncLoop).
+func TestGroupCommitOneP(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	db, err := Open(t.TempDir(), nil)
+	require.NoError(t, err)
+	defer db.Close()
+	const writers, per = 16, 100
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				if err := db.Set(fmt.Appendf(nil, "w%d-%04d", w, i), []byte("v"), Sync); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	syncs := db.walSyncs.Load()
+	t.Logf("%d synced writes, %d fsyncs", writers*per, syncs)
+	// A round takes the groups of every writer it woke (15-16 writes per
+	// fsync); without the yield, 4-5.
+	require.GreaterOrEqual(t, float64(writers*per)/float64(syncs), float64(writers)/2,
+		"writes per fsync with %d Sync writers on one P", writers)
+}
+
 // TestSnapshotsStableUnderWrites takes snapshots while four writers commit
 // two-key batches, with small memtables that rotate and flush meanwhile.
 // Each snapshot shows, of each writer's batches (committed one after
