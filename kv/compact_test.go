@@ -3,6 +3,9 @@ package kv
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -546,4 +549,59 @@ func TestBottommostSeqsZeroed(t *testing.T) {
 		require.ErrorIs(t, err, ErrNotFound, "round %d", round)
 		require.NoError(t, db.Compact(nil, nil))
 	}
+}
+
+// TestCompactionYields: a compaction leaves its P to the goroutines readied
+// on it every few tens of microseconds of work (tableOutput.Add). On one P,
+// while a Compact runs, a goroutine wakes two others (the second takes the
+// slot the scheduler runs next, the first waits in the run queue, as the
+// writers a WAL sync round wakes do); the first runs soon after. Without
+// the yields it waited for the runtime to preempt the compaction, whose
+// table writer and block-writing goroutine take turns in that slot (10 ms).
+func TestCompactionYields(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	db, err := Open("db", &Options{FS: vfs.NewMem(), MemTableSize: 1 << 20})
+	require.NoError(t, err)
+	defer db.Close()
+	r := rand.New(rand.NewPCG(1, 2))
+	value := make([]byte, 1<<10)
+	for i := 0; i < 16<<10; i++ {
+		for j := range value {
+			value[j] = byte(r.Uint32())
+		}
+		require.NoError(t, db.Set(fmt.Appendf(nil, "k%06d", r.IntN(1<<20)), value, NoSync))
+	}
+	require.NoError(t, db.Flush())
+	done := make(chan error, 1)
+	go func() { done <- db.Compact(nil, nil) }()
+	first, second := make(chan time.Time), make(chan time.Time)
+	waits := make(chan time.Duration, 1)
+	go func() {
+		for sent := range first {
+			waits <- time.Since(sent)
+		}
+	}()
+	go func() {
+		for range second {
+		}
+	}()
+	defer close(first)
+	defer close(second)
+	var wait []time.Duration
+	for running := true; running; {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+			running = false
+		default:
+			time.Sleep(100 * time.Microsecond)
+			first <- time.Now()
+			second <- time.Now()
+			wait = append(wait, <-waits)
+		}
+	}
+	slices.Sort(wait)
+	t.Logf("%d wakes during the compaction; wait median %v, max %v", len(wait), wait[len(wait)/2], wait[len(wait)-1])
+	require.GreaterOrEqual(t, len(wait), 5, "too few wakes to judge")
+	require.Less(t, wait[len(wait)/2], 3*time.Millisecond, "median wait of a goroutine queued on the compaction's P")
 }

@@ -3,6 +3,7 @@ package kv
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 
 	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/adaptkv/adaptkv/internal/rangedel"
@@ -148,9 +149,11 @@ func (r *rangeIter) in(ok bool) bool {
 
 // tableOutput is a compaction.Output backed by an sstable.Writer.
 type tableOutput struct {
-	db      *DB
-	fileNum uint64
-	w       *sstable.Writer
+	db         *DB
+	fileNum    uint64
+	w          *sstable.Writer
+	yields     bool // a compaction's output: it yields its P now and then
+	sinceYield int  // key and value bytes added since the last yield
 }
 
 // newOutputNum creates table number fn for job (reason: "flushing",
@@ -165,12 +168,36 @@ func (db *DB) newOutputNum(fn uint64, kn knownneg.List, format sstable.Format, j
 	if err != nil {
 		return nil, err
 	}
-	return &tableOutput{db: db, fileNum: fn, w: w}, nil
+	return &tableOutput{db: db, fileNum: fn, w: w, yields: reason == "compacting"}, nil
 }
 
-func (o *tableOutput) Add(key base.InternalKey, value []byte) error { return o.w.Add(key, value) }
-func (o *tableOutput) EstimatedSize() uint64                        { return o.w.EstimatedSize() }
-func (o *tableOutput) Abort() error                                 { return o.w.Abort() }
+func (o *tableOutput) Add(key base.InternalKey, value []byte) error {
+	if o.yields {
+		if o.sinceYield += len(key.UserKey) + len(value); o.sinceYield >= outputYieldBytes {
+			o.sinceYield = 0
+			runtime.Gosched()
+		}
+	}
+	return o.w.Add(key, value)
+}
+
+// outputYieldBytes is how many key and value bytes a compaction's output
+// takes between yields of its P (runtime.Gosched). A compaction runs on the
+// CPU for tens of milliseconds, and Pebble's columnar writer hands every
+// block to a goroutine of its own: the two take turns in the slot the
+// scheduler runs next, on one time slice, and a goroutine readied on their
+// P meanwhile (a writer the WAL syncer woke) waits until the runtime
+// preempts them, 10 ms or more. Traced on two cores: 15 Sync writers
+// queued 18-21 ms behind a compaction while the other P synced one write
+// at a time. A yield every 32 KiB (tens of microseconds of work) lets them
+// run first. Flushes do not yield: measured, their yields took the p99.9
+// of two NoSync writers of 1 KiB values from 156 to 598 µs (kvbench
+// -write), where a compaction's took it to 283 µs and the 4 KiB
+// one-writer p99.9 from 1.14x Pebble's to 0.88x.
+const outputYieldBytes = 32 << 10
+
+func (o *tableOutput) EstimatedSize() uint64 { return o.w.EstimatedSize() }
+func (o *tableOutput) Abort() error          { return o.w.Abort() }
 func (o *tableOutput) AddRangeDels(frags []rangedel.Fragment) error {
 	return o.w.AddRangeDels(frags)
 }
