@@ -132,7 +132,8 @@ type Options struct {
 	// MaxImmutableMemTables+1 memtables, is kept for the next memtables
 	// once flushed (as a block cache keeps its blocks), so that writes do
 	// not pay for fresh memory; a writable store also holds a memtable's
-	// worth ahead from Open on, faulted in off the writers' path.
+	// worth ahead from Open on (at most 64 MiB), faulted in off the
+	// writers' path.
 	MaxImmutableMemTables int
 	// MergeFlushL0Depth is the L0 read amplification (the most L0 tables
 	// one key is in) at which a full memtable that would be flushed alone

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adaptkv/adaptkv/kv/internal/memtable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 )
@@ -87,4 +88,17 @@ func TestMemtablePrefilled(t *testing.T) {
 func waitPrefill(t *testing.T, db *DB) {
 	t.Helper()
 	require.Eventually(t, func() bool { return !db.prefilling.Load() }, 10*time.Second, time.Millisecond)
+}
+
+// TestMemtablePrefillBounded: a store with a memtable larger than
+// prefillMaxBytes faults in prefillMaxBytes ahead, not a memtable's worth
+// (a bulk load's memtable is hundreds of MiB).
+func TestMemtablePrefillBounded(t *testing.T) {
+	db, err := Open("db", &Options{FS: vfs.NewMem(), MemTableSize: 4 * prefillMaxBytes})
+	require.NoError(t, err)
+	defer db.Close()
+	waitPrefill(t, db)
+	held := db.memRecycler.Held()
+	require.GreaterOrEqual(t, held, prefillMaxBytes-memtable.ChunkSize(4*prefillMaxBytes), "the prefill stopped short")
+	require.LessOrEqual(t, held, prefillMaxBytes+memtable.ChunkSize(4*prefillMaxBytes), "the prefill went past prefillMaxBytes")
 }
