@@ -188,20 +188,7 @@ func TestGroupCommit(t *testing.T) {
 	db, err := Open(dir, nil)
 	require.NoError(t, err)
 	const writers, per = 8, 100
-	var wg sync.WaitGroup
-	for w := 0; w < writers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < per; i++ {
-				if err := db.Set(fmt.Appendf(nil, "w%d-%04d", w, i), []byte("v"), Sync); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	syncWrites(t, db, writers, per)
 	groups, syncs := db.walGroups.Load(), db.walSyncs.Load()
 	t.Logf("%d synced writes in %d commit groups, %d fsyncs", writers*per, groups, syncs)
 	require.Less(t, syncs, uint64(writers*per), "no write shared an fsync")
@@ -217,17 +204,9 @@ func TestGroupCommit(t *testing.T) {
 	}
 }
 
-// TestGroupCommitOneP: on one P, the writers a WAL sync round wakes share
-// the next fsync. The last writer woken and the syncer wake each other into
-// the scheduler's next slot; unless the syncer yields before a round, the
-// two take turns, one write per fsync, while the other writers wait in the
-// run queue until the runtime preempts the pair (see walSyncLoop).
-func TestGroupCommitOneP(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	db, err := Open(t.TempDir(), nil)
-	require.NoError(t, err)
-	defer db.Close()
-	const writers, per = 16, 100
+// syncWrites has writers goroutines each write per Sync keys
+// "w<writer>-<i>" (value "v") and waits for them.
+func syncWrites(t *testing.T, db *DB, writers, per int) {
 	var wg sync.WaitGroup
 	for w := 0; w < writers; w++ {
 		wg.Add(1)
@@ -242,6 +221,20 @@ func TestGroupCommitOneP(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestGroupCommitOneP: on one P, the writers a WAL sync round wakes share
+// the next fsync. The last writer woken and the syncer wake each other into
+// the scheduler's next slot; unless the syncer yields before a round, the
+// two take turns, one write per fsync, while the other writers wait in the
+// run queue until the runtime preempts the pair (see walSyncLoop).
+func TestGroupCommitOneP(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	db, err := Open(t.TempDir(), nil)
+	require.NoError(t, err)
+	defer db.Close()
+	const writers, per = 16, 100
+	syncWrites(t, db, writers, per)
 	syncs := db.walSyncs.Load()
 	t.Logf("%d synced writes, %d fsyncs", writers*per, syncs)
 	// A round takes the groups of every writer it woke (15-16 writes per
