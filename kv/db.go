@@ -237,6 +237,9 @@ type memEntry struct {
 	mt      *memtable.MemTable
 	walNum  uint64
 	flushed bool // under db.mu
+	// halfFull: the memtable passed half its size, and opened the known
+	// negatives' recording window (commitGroup); only the leader uses it.
+	halfFull bool
 }
 
 // openTableFS sets up the file systems tables are read through, checking

@@ -106,7 +106,7 @@ func TestErrors(t *testing.T) {
 	require.ErrorIs(t, err, filterpolicy.ErrUnknownPolicy)
 	require.ErrorIs(t, err, ErrUnknownPolicy)
 	for _, o := range []Options{{MemTableSize: -1}, {L0CompactionFileThreshold: -1}, {MaxConcurrentCompactions: -1}, {TableFormat: sstable.FormatRow + 1},
-		{RemoteCacheSize: 4<<20 + 1}, {BlockCacheSize: 1 << 20, RemoteCacheSize: 1 << 20}, {FixRule: FixCached + 1}, {RecordAbsent: RecordNever + 1}} {
+		{RemoteCacheSize: 4<<20 + 1}, {BlockCacheSize: 1 << 20, RemoteCacheSize: 1 << 20}, {FixRule: FixCached + 1}, {RecordAbsent: RecordWhileRewriting + 1}} {
 		o.FS = fs
 		_, err = Open("db2", &o)
 		require.ErrorIs(t, err, ErrInvalidOptions, "%+v", o)

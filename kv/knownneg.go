@@ -44,6 +44,9 @@ func (db *DB) openKnownNegatives() {
 		db.knErr = fmt.Errorf("kv: known negatives not loaded (starting empty): %w", err)
 	}
 	db.recordGets = db.recordsAbsent()
+	if db.recordGets && db.recordsWhileRewriting() {
+		db.kn.SetWindow(uint64(db.kn.Capacity()))
+	}
 }
 
 // saveKnownNegatives writes the sketch (Close; never in a read-only store).
@@ -85,17 +88,28 @@ func (db *DB) fixAuto(key []byte) bool {
 // recordsAbsent reports whether absent Gets are recorded (db.kn is set)
 // (Options.RecordAbsent; RecordAuto: where a wasted probe is a device
 // read, or the fix rule takes its sights from the record, or the policy
-// builds around it).
+// builds around it; RecordWhileRewriting: in windows, see
+// recordsWhileRewriting).
 func (db *DB) recordsAbsent() bool {
 	switch db.opts.RecordAbsent {
 	case RecordNever:
 		return false
-	case RecordAlways:
+	case RecordAlways, RecordWhileRewriting:
 		return true
 	}
 	return db.opts.DirectReads || db.opts.FixRule == FixRepeated || db.opts.FixRule == FixAuto ||
 		(!db.policy.Adaptive() && db.policy.KnownNegatives())
 }
+
+// recordsWhileRewriting reports whether absent Gets are recorded only
+// while tables are rewritten (RecordWhileRewriting): from the start of
+// each flush or compaction (buildNegatives), and from when the memtable
+// passes half its size (commitGroup), until the record has counted about
+// as many absent Gets as it holds keys (knownneg.Sketch.SetWindow). The
+// record carries what the read path learned into the tables flushes and
+// compactions write; while none is written, the tables' own filters keep
+// it.
+func (db *DB) recordsWhileRewriting() bool { return db.opts.RecordAbsent == RecordWhileRewriting }
 
 // recordAbsent notes a Get that consulted at least one table and found
 // key absent.
@@ -124,6 +138,9 @@ func (db *DB) knownNegatives() knownneg.List {
 // first layer bits and buys nothing). One list serves a whole flush or
 // compaction; each table's builder keeps those in its own key range.
 func (db *DB) buildNegatives() knownneg.List {
+	if db.kn != nil {
+		db.kn.OpenWindow() // tables are rewritten: record (recordsWhileRewriting)
+	}
 	switch {
 	case db.kn == nil:
 		return nil

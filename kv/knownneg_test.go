@@ -239,6 +239,7 @@ func TestRecordOnlyWhereUsed(t *testing.T) {
 			{RecordAuto, FixAuto, true},
 			{RecordAlways, FixEvery, true},
 			{RecordNever, FixEvery, false},
+			{RecordWhileRewriting, FixEvery, true}, // the Compact opened the window: TestRecordWhileRewriting
 		} {
 			fs := vfs.NewMem()
 			db := knStore(t, &Options{FS: fs, FilterPolicy: policy, RecordAbsent: c.rule, FixRule: c.fix}, 20_000)
@@ -251,6 +252,59 @@ func TestRecordOnlyWhereUsed(t *testing.T) {
 			require.Equal(t, used, err == nil, policy)
 		}
 	}
+}
+
+// TestRecordWhileRewriting: with RecordWhileRewriting an adaptive store
+// records absent Gets from the start of a flush or compaction, or from
+// when the memtable passes half its size, until the record has counted
+// about as many as it holds keys, and not while no table is written: none
+// after that window, none in a store reopened and only read, and again
+// once its memtable is half full.
+func TestRecordWhileRewriting(t *testing.T) {
+	fs := vfs.NewMem()
+	// FixEvery: the fix gate of FixCached puts false positives in the record.
+	o := &Options{FS: fs, FilterPolicy: "aprefix", RecordAbsent: RecordWhileRewriting, FixRule: FixEvery, KnownNegatives: 1024, MemTableSize: 1 << 20}
+	db := knStore(t, o, 20_000)
+	require.True(t, db.kn.Recording(), "the Compact opened the window")
+	askAbsent(t, db, 200)
+	require.Positive(t, db.Metrics().KnownNegatives, "recorded in the window")
+	// Fresh absent keys (odd ones the store was not asked) close it: about
+	// 1024 counted, up to striped.Stripes checks' steps late.
+	fresh := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			_, err := db.Get(knKey(2*i + 1))
+			require.ErrorIs(t, err, ErrNotFound)
+		}
+	}
+	fresh(1_000, 20_000)
+	require.False(t, db.kn.Recording(), "the window closed")
+	db.tc.waitFixes()
+	held := db.kn.Len()
+	counted := db.kn.Snapshot()
+	fresh(100_000, 5_000)
+	db.tc.waitFixes()
+	require.Equal(t, held, db.kn.Len(), "nothing recorded after the window")
+	require.Equal(t, counted, db.kn.Snapshot(), "no count moved after the window")
+	require.NoError(t, db.Close())
+
+	db, err := Open("db", o)
+	require.NoError(t, err)
+	defer db.Close()
+	require.False(t, db.kn.Recording(), "a reopened store has written no table")
+	held = db.kn.Len()
+	fresh(200_000, 5_000)
+	db.tc.waitFixes()
+	require.Equal(t, held, db.kn.Len(), "nothing recorded before a table is written")
+	knFill(t, db, 20_000, 20_100)
+	require.False(t, db.kn.Recording(), "a write alone opens no window")
+	flushes := db.Metrics().Flushes
+	for next := 20_100; db.mu.mem.mt.Size() < int64(o.MemTableSize)/2; next += 100 {
+		knFill(t, db, next, next+100)
+	}
+	require.Equal(t, flushes, db.Metrics().Flushes, "no flush yet")
+	require.True(t, db.kn.Recording(), "the half-full memtable opened the window")
+	fresh(300_000, 200)
+	require.Greater(t, db.kn.Len(), held, "recorded from then on")
 }
 
 // TestPreAdaptationUnderConcurrentReads: writers and compactions keep

@@ -235,10 +235,13 @@ type Options struct {
 	// again after the tables that fixed them were rewritten: worth it
 	// where a wasted probe is a device read, not where it is a
 	// block-cache hit (figures in docs/BENCHMARKS.md, "Which absent Gets
-	// feed the known-negative record"). RecordAuto (the default) records
-	// with DirectReads, with FixRepeated or FixAuto (rules that take their
-	// sights from the record), and for a policy that builds around known
-	// negatives (stacked).
+	// feed the known-negative record" and "Recording while tables are
+	// rewritten"). RecordAuto (the default) records with DirectReads,
+	// with FixRepeated or FixAuto (rules that take their sights from the
+	// record), and for a policy that builds around known negatives
+	// (stacked). RecordWhileRewriting records only while flushes and
+	// compactions write tables, the only time the record carries anything
+	// into new filters.
 	RecordAbsent RecordRule
 
 	// intraL0Ratio is compaction.Options.IntraL0Ratio: 0 takes
@@ -288,6 +291,16 @@ const (
 	// RecordNever counts none: the record holds what Open loaded and the
 	// false positives FixRepeated, FixAuto and FixCached put in it.
 	RecordNever
+	// RecordWhileRewriting counts absent Gets (sampled, as RecordAlways)
+	// only while tables are rewritten: from the start of each flush or
+	// compaction, and from when the memtable passes half its size (its
+	// flush is near), until the record has counted about as many absent
+	// Gets as it holds keys (Options.KnownNegatives). A store that is only
+	// read records nothing; one that is written records about as much as
+	// with RecordAlways, so the tables flushes and compactions write are
+	// built with the absent keys asked meanwhile. Its worst case is that
+	// many sketch updates per flush, compaction and memtable.
+	RecordWhileRewriting
 )
 
 // defaultIntraL0Ratio: L0 tables holding less than a quarter of the bytes
@@ -360,7 +373,7 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: TableFormat %v", ErrInvalidOptions, r.TableFormat)
 	case r.FixRule > FixCached:
 		return fmt.Errorf("%w: FixRule %d", ErrInvalidOptions, r.FixRule)
-	case r.RecordAbsent > RecordNever:
+	case r.RecordAbsent > RecordWhileRewriting:
 		return fmt.Errorf("%w: RecordAbsent %d", ErrInvalidOptions, r.RecordAbsent)
 	case r.DirectReads && r.FS != nil && r.FS != vfs.Default:
 		return fmt.Errorf("%w: DirectReads needs the operating system's file system (FS nil or vfs.Default)", ErrInvalidOptions)

@@ -23,9 +23,9 @@ func (r FixRule) String() string {
 }
 
 // recordRuleNames are RecordRule's names in text.
-var recordRuleNames = [...]string{RecordAuto: "auto", RecordAlways: "always", RecordNever: "never"}
+var recordRuleNames = [...]string{RecordAuto: "auto", RecordAlways: "always", RecordNever: "never", RecordWhileRewriting: "rewriting"}
 
-// String names the rule ("auto", "always", "never").
+// String names the rule ("auto", "always", "never", "rewriting").
 func (r RecordRule) String() string {
 	if int(r) < len(recordRuleNames) {
 		return recordRuleNames[r]
@@ -140,7 +140,7 @@ func setOption(f reflect.Value, s string) error {
 			f.Set(reflect.ValueOf(RecordRule(r)))
 			return nil
 		}
-		return fmt.Errorf("record rule %q (want auto, always or never)", s)
+		return fmt.Errorf("record rule %q (want auto, always, never or rewriting)", s)
 	}
 	switch f.Kind() {
 	case reflect.String:

@@ -49,7 +49,7 @@ func TestOptionsText(t *testing.T) {
 				f.Set(reflect.ValueOf(FixRule(rng.IntN(int(FixCached) + 1))))
 				continue
 			case RecordRule:
-				f.Set(reflect.ValueOf(RecordRule(rng.IntN(3))))
+				f.Set(reflect.ValueOf(RecordRule(rng.IntN(int(RecordWhileRewriting) + 1))))
 				continue
 			}
 			switch f.Kind() {

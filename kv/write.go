@@ -292,6 +292,14 @@ func (db *DB) commitGroup(group []*commitReq) (end groupEnd, ok bool) {
 		db.commits.entries = applyBatch(mt, r.batch.data, db.commits.entries)
 	}
 	db.commits.nextSeq = seq
+	// A memtable past half its size will be flushed soon: with
+	// RecordWhileRewriting absent Gets are recorded from now on, so that
+	// its table is built with the keys asked meanwhile. Once per memtable
+	// (OpenWindow does nothing under the other rules; it does not wait for
+	// the record's lock, and a busy lock is tried again at the next group).
+	if me := db.mu.mem; db.kn != nil && !me.halfFull && mt.Size() >= int64(db.opts.MemTableSize)/2 {
+		me.halfFull = db.kn.OpenWindow()
+	}
 	return groupEnd{lastSeq: seq - 1, sync: sync, wal: db.wal, offset: db.wal.size()}, true
 }
 

@@ -93,7 +93,8 @@ func configRows(cfg StoreConfig) []configRow {
 }
 
 // recordRules are -record's values.
-var recordRules = map[string]kv.RecordRule{"auto": kv.RecordAuto, "always": kv.RecordAlways, "never": kv.RecordNever}
+var recordRules = map[string]kv.RecordRule{"auto": kv.RecordAuto, "always": kv.RecordAlways, "never": kv.RecordNever,
+	"rewriting": kv.RecordWhileRewriting}
 
 func recordRuleText(r kv.RecordRule) string {
 	switch r {
@@ -101,6 +102,8 @@ func recordRuleText(r kv.RecordRule) string {
 		return "every one (RecordAlways)"
 	case kv.RecordNever:
 		return "none (RecordNever)"
+	case kv.RecordWhileRewriting:
+		return "while flushes and compactions write tables (RecordWhileRewriting)"
 	}
 	return "with -direct, -fix repeated or auto, or stacked (RecordAuto)"
 }

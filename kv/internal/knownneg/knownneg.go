@@ -25,7 +25,8 @@
 // keys of a shifted workload and are replaced. The sketch also tells
 // whether absent keys repeat (NewShare: the share of recent absent Gets
 // whose key it did not hold), which the doorkeeper and the store's
-// FixAuto rule read.
+// FixAuto rule read. With SetWindow, Record counts only in windows the
+// store opens while it rewrites tables (window.go).
 package knownneg
 
 import (
@@ -189,6 +190,14 @@ type Sketch struct {
 	// the keys are what tables need, the counts only rank them.
 	last        List
 	lastCounted uint64
+
+	// window is SetWindow's weight (0: Record always counts); open says
+	// whether Record counts now, and windowEnd (under mu, as the aging
+	// that moves weight from counted to aged) is the total counted weight
+	// at which the window closes (window.go).
+	window    uint64
+	open      atomic.Bool
+	windowEnd uint64
 }
 
 // New returns an empty sketch holding at most capacity keys (capacity <= 0:
@@ -290,9 +299,12 @@ func (s *Sketch) firstSight(h uint64) bool {
 	return true
 }
 
-// Record notes that a Get found key absent (see Sampling). key is not
-// retained.
+// Record notes that a Get found key absent (see Sampling; with SetWindow,
+// only while a window is open). key is not retained.
 func (s *Sketch) Record(key []byte) {
+	if s.window != 0 && !s.open.Load() {
+		return
+	}
 	// One random draw serves both sampling decisions: its low half decides
 	// whether the call is looked at, its high half whether a hit is
 	// counted or a miss taken. It is drawn only when a rate above 1 asks
@@ -420,6 +432,9 @@ func (s *Sketch) age(weight uint64) {
 	n := s.counted.Add(w)
 	if n>>shift == (n-w)>>shift {
 		return
+	}
+	if s.window != 0 {
+		s.closeWindowIfDone()
 	}
 	if s.door != nil && s.share.TryLock() {
 		s.shareLocked()
