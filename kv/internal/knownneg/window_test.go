@@ -72,6 +72,8 @@ func TestWindowReopenedWhileClosing(t *testing.T) {
 	}
 }
 
+// TestWindowNotSet: a sketch without SetWindow records whatever
+// OpenWindow is called or not.
 func TestWindowNotSet(t *testing.T) {
 	s := New(64, NoSampling)
 	require.True(t, s.OpenWindow())
