@@ -40,13 +40,19 @@ func (db *DB) openKnownNegatives() {
 	if db.opts.knownNegSeed != 0 {
 		db.kn.SetSeed(db.opts.knownNegSeed)
 	}
+	// RecordWhileRewriting: absent Gets are recorded only in windows, from
+	// the start of each flush or compaction (buildNegatives) and from when
+	// the memtable passes half its size (commitGroup), until the record
+	// has counted about as many as it holds keys. The record carries what
+	// the read path learned into the tables flushes and compactions write;
+	// while none is written, the tables' own filters keep it.
+	if db.opts.RecordAbsent == RecordWhileRewriting {
+		db.kn.SetWindow(uint64(db.kn.Capacity()))
+	}
 	if err := db.kn.Load(db.fs, db.fs.PathJoin(db.dir, knownNegFileName)); err != nil {
 		db.knErr = fmt.Errorf("kv: known negatives not loaded (starting empty): %w", err)
 	}
 	db.recordGets = db.recordsAbsent()
-	if db.recordGets && db.recordsWhileRewriting() {
-		db.kn.SetWindow(uint64(db.kn.Capacity()))
-	}
 }
 
 // saveKnownNegatives writes the sketch (Close; never in a read-only store).
@@ -89,7 +95,7 @@ func (db *DB) fixAuto(key []byte) bool {
 // (Options.RecordAbsent; RecordAuto: where a wasted probe is a device
 // read, or the fix rule takes its sights from the record, or the policy
 // builds around it; RecordWhileRewriting: in windows, see
-// recordsWhileRewriting).
+// openKnownNegatives).
 func (db *DB) recordsAbsent() bool {
 	switch db.opts.RecordAbsent {
 	case RecordNever:
@@ -100,16 +106,6 @@ func (db *DB) recordsAbsent() bool {
 	return db.opts.DirectReads || db.opts.FixRule == FixRepeated || db.opts.FixRule == FixAuto ||
 		(!db.policy.Adaptive() && db.policy.KnownNegatives())
 }
-
-// recordsWhileRewriting reports whether absent Gets are recorded only
-// while tables are rewritten (RecordWhileRewriting): from the start of
-// each flush or compaction (buildNegatives), and from when the memtable
-// passes half its size (commitGroup), until the record has counted about
-// as many absent Gets as it holds keys (knownneg.Sketch.SetWindow). The
-// record carries what the read path learned into the tables flushes and
-// compactions write; while none is written, the tables' own filters keep
-// it.
-func (db *DB) recordsWhileRewriting() bool { return db.opts.RecordAbsent == RecordWhileRewriting }
 
 // recordAbsent notes a Get that consulted at least one table and found
 // key absent.
@@ -139,7 +135,7 @@ func (db *DB) knownNegatives() knownneg.List {
 // compaction; each table's builder keeps those in its own key range.
 func (db *DB) buildNegatives() knownneg.List {
 	if db.kn != nil {
-		db.kn.OpenWindow() // tables are rewritten: record (recordsWhileRewriting)
+		db.kn.OpenWindow() // tables are rewritten (RecordWhileRewriting)
 	}
 	switch {
 	case db.kn == nil:
