@@ -30,6 +30,10 @@
 // peak memtable memory and the process's peak resident set; -repeat N runs
 // everything N times in rotated store order and reports medians with their
 // ranges, and -markdown writes them as the tables of docs/BENCHMARKS.md.
+// With -interleave N the stores are loaded one after another and then run
+// each workload together, taking turns of N operations (interleave.go,
+// schedule.go): each store's figures count its own turns, and a slow or
+// fast moment of a shared machine falls on all of them alike.
 //
 // Absent keys are a stored key plus "!", the workload's name and the seed: they sort
 // right after a stored key, inside the tables' key ranges, so only filters

@@ -25,10 +25,12 @@ type memMonitor struct {
 	rss  bool // the peak resident set was reset, so VmHWM is this workload's
 }
 
-// startMemMonitor resets the process's peak resident set and starts
-// sampling s's memtable memory.
-func startMemMonitor(s Store) *memMonitor {
-	m := &memMonitor{stop: make(chan struct{}), rss: resetPeakRSS()}
+// startMemMonitor starts sampling s's memtable memory and, with rss,
+// resets the process's peak resident set (without, or where it cannot,
+// finish reports none: a store that takes turns with others shares the
+// process with them).
+func startMemMonitor(s Store, rss bool) *memMonitor {
+	m := &memMonitor{stop: make(chan struct{}), rss: rss && resetPeakRSS()}
 	m.sample(s)
 	m.done.Add(1)
 	go func() {

@@ -66,6 +66,9 @@ it then probes for an absent key counts as a probe and a false positive.
 Each workload reports its stores' peak memtable memory and the process's
 peak resident set. With -repeat N everything runs N times, the stores in
 a rotated order and run i with seed -seed+i, and the table shows medians.
+With -interleave N the stores run each workload at once, taking turns of N
+operations (a store's time is that of its own turns): on a machine whose
+speed drifts, every store meets the same moments.
 
 With -write it runs write streams instead: for every combination of
 -write-values, -write-writers, -write-sync and -write-keys, each store
@@ -107,6 +110,7 @@ type options struct {
 	peerMemTable            int
 	calibrate               int
 	repeat                  int
+	interleave              uint64 // -interleave: operations a store runs a turn (0: each store alone)
 	direct                  bool
 	fixRule                 string
 	record                  string
@@ -208,6 +212,17 @@ func runReads(o options, cfg StoreConfig, policies []string, workloads []*ycsb.W
 	for rep := 0; rep < o.repeat; rep++ {
 		ro := o
 		ro.seed = o.seed + uint64(rep)
+		if o.interleave > 0 {
+			rs, err := runInterleaved(rotated(policies, rep, o.repeat), cfg, base, ro, workloads, valueSize, prog, table)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range rs {
+				r.Repeat, r.Seed = rep, ro.seed
+			}
+			results = append(results, rs...)
+			continue
+		}
 		for _, pol := range rotated(policies, rep, o.repeat) {
 			// Each store starts from the memory the last one left:
 			// nothing but what the process itself holds.
@@ -320,6 +335,29 @@ func isTerminal(w io.Writer) bool {
 // benchPolicy loads (or reuses) one store, calibrates it and runs every workload.
 func benchPolicy(pol string, cfg StoreConfig, base string, o options, workloads []*ycsb.Workload,
 	valueSize int, prog func(string, int64) *progress, log io.Writer) ([]*Result, error) {
+	p, err := prepareStore(pol, cfg, base, o, valueSize, prog, log)
+	if err != nil {
+		return nil, err
+	}
+	results, err := p.r.runWorkloads(workloads, o.ops, p.cal)
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	return results, p.close()
+}
+
+// preparedStore is an open store, loaded and calibrated, that workloads
+// can run on; close closes it (and writes its -dir marker).
+type preparedStore struct {
+	r     *runner
+	cal   calibration
+	close func() error
+}
+
+// prepareStore loads (or reuses) one store and calibrates it.
+func prepareStore(pol string, cfg StoreConfig, base string, o options, valueSize int,
+	prog func(string, int64) *progress, log io.Writer) (*preparedStore, error) {
 	dir := filepath.Join(base, pol)
 	cfg.Dir = filepath.Join(dir, "db")
 	want := marker{Records: o.records, ValueSize: valueSize, Seed: o.seed, Config: cfg}
@@ -392,12 +430,7 @@ func benchPolicy(pol string, cfg StoreConfig, base string, o options, workloads 
 		pol, r.records, time.Since(t0).Seconds(), loaded, shape.Files, shape.FilterBitsPerKey,
 		float64(shape.FilterMemoryBytes)/(1<<20), cal.eps, cal.checksPerAbsentGet)
 
-	results, err := r.runWorkloads(workloads, o.ops, cal)
-	if err != nil {
-		closeStore()
-		return nil, err
-	}
-	return results, closeStore()
+	return &preparedStore{r: r, cal: cal, close: closeStore}, nil
 }
 
 // buildBottom writes the bottom of the tree, split records, into a store
@@ -430,27 +463,39 @@ func (r *runner) runWorkloads(workloads []*ycsb.Workload, ops uint64, cal calibr
 				return nil, err
 			}
 		}
-		var res *Result
-		var err error
-		wl := *w
-		if wl.Adversary {
-			if ops > 0 {
-				wl.AdversaryQueries = max(1, ops/uint64(wl.AdversarySubrounds))
-			}
-			res, err = r.adversary(&wl, cal)
-		} else {
-			n := wl.OperationCount
-			if ops > 0 {
-				n = ops
-			}
-			res, err = r.run(&wl, n, cal)
-		}
+		res, err := r.runWorkload(w, ops, cal)
 		if err != nil {
 			return nil, err
 		}
 		results = append(results, res)
 	}
 	return results, nil
+}
+
+// runWorkload runs one workload on r's store, ops operations (0: the
+// workload's own count; the adversary starts with ops/subrounds keys).
+func (r *runner) runWorkload(w *ycsb.Workload, ops uint64, cal calibration) (*Result, error) {
+	wl := *w
+	if wl.Adversary {
+		if ops > 0 {
+			wl.AdversaryQueries = max(1, ops/uint64(wl.AdversarySubrounds))
+		}
+		return r.adversary(&wl, cal)
+	}
+	n := wl.OperationCount
+	if ops > 0 {
+		n = ops
+	}
+	return r.run(&wl, n, cal)
+}
+
+// workers returns how many workers run w on r's store: the adversary's
+// one, else -threads.
+func (r *runner) workers(w *ycsb.Workload) int {
+	if w.Adversary {
+		return 1
+	}
+	return r.threads
 }
 
 // wrote reports whether a workload's run wrote to the store.

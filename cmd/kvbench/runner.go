@@ -50,6 +50,7 @@ type runner struct {
 	records   uint64 // records in the store (grows with inserts)
 	progress  func(desc string, total int64) *progress
 	phases    loadPhases // how long each step of the load took
+	turn      *storeTurn // the workload's turns among the stores (-interleave); nil: it runs alone
 }
 
 // loadPhases are the wall times of the load's steps: the bottom's writes,
@@ -298,7 +299,7 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 	stats := make([]workerStats, r.threads)
 	var wg sync.WaitGroup
 	m.obs, _ = r.store.(getObserver)
-	mem := startMemMonitor(r.store)
+	mem := startMemMonitor(r.store, r.turn == nil)
 	defer mem.close()
 	m.start = time.Now()
 	for t := 0; t < r.threads; t++ {
@@ -313,7 +314,7 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 		}(t, n)
 	}
 	wg.Wait()
-	elapsed := time.Since(m.start)
+	elapsed := r.turn.elapsed(time.Since(m.start))
 	// The store's accounting after each Get is not the store's work: its
 	// time comes off the elapsed time (exactly with one worker, the
 	// workers' mean with several).
@@ -363,7 +364,10 @@ func (m *mixedRun) worker(st *workerStats, t int, n uint64) {
 	key := make([]byte, 0, 64)
 	val := make([]byte, m.w.ValueSize())
 	pace := newPacer(m.target/float64(m.threads), m.start)
+	turn := m.turn.worker()
+	defer turn.finish()
 	for i := uint64(0); i < n; i++ {
+		turn.step(i)
 		pace.wait(i)
 		op := s.Next()
 		t0 := time.Now()
@@ -461,6 +465,8 @@ func (st *workerStats) add(s *workerStats) {
 // Q. A Get is a false positive when the store's false_positive_probes counter
 // moved across it (single-threaded, so the delta is this Get's).
 func (r *runner) adversary(w *ycsb.Workload, cal calibration) (*Result, error) {
+	turn := r.turn.worker()
+	defer turn.finish()
 	q0 := w.AdversaryQueries
 	if q0 == 0 {
 		q0 = w.OperationCount / uint64(w.AdversarySubrounds)
@@ -482,7 +488,7 @@ func (r *runner) adversary(w *ycsb.Workload, cal calibration) (*Result, error) {
 	var hist histogram
 	var spent time.Duration
 	adv := &AdversaryResult{}
-	mem := startMemMonitor(r.store)
+	mem := startMemMonitor(r.store, r.turn == nil)
 	defer mem.close()
 	key := make([]byte, 0, 64)
 	var gets uint64
@@ -492,6 +498,7 @@ func (r *runner) adversary(w *ycsb.Workload, cal calibration) (*Result, error) {
 		for sub := 0; sub < w.AdversarySubrounds; sub++ {
 			for i, k := range queue {
 				key = ycsb.AppendAbsentKey(key[:0], k, salt)
+				turn.step(gets)
 				d, n, err := r.absentGet(key)
 				if err != nil {
 					return nil, err
@@ -567,34 +574,4 @@ func (r *runner) absentGet(key []byte) (time.Duration, uint64, error) {
 		return 0, 0, err
 	}
 	return d, fp1 - fp0, nil
-}
-
-// pacer holds a worker to a rate (YCSB's -target): operation i starts no
-// earlier than start + i/rate. It sleeps only when ahead by more than
-// pacerSlack, so a worker that fell behind runs its operations back to
-// back until it has caught up, and the rate holds on average.
-type pacer struct {
-	interval time.Duration // 0: unthrottled
-	start    time.Time
-}
-
-// pacerSlack is how far ahead of its schedule a worker may run before it
-// sleeps: a sleep is a timer and a wake-up, tens of microseconds.
-const pacerSlack = 50 * time.Microsecond
-
-func newPacer(rate float64, start time.Time) pacer {
-	if rate <= 0 {
-		return pacer{}
-	}
-	return pacer{interval: time.Duration(float64(time.Second) / rate), start: start}
-}
-
-// wait returns when operation i is due, or less than pacerSlack before.
-func (p pacer) wait(i uint64) {
-	if p.interval == 0 {
-		return
-	}
-	if d := time.Until(p.start.Add(time.Duration(i) * p.interval)); d > pacerSlack {
-		time.Sleep(d)
-	}
 }
