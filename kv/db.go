@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/adaptkv/adaptkv/compaction"
 	"github.com/adaptkv/adaptkv/filterpolicy"
@@ -138,8 +139,14 @@ type DB struct {
 		// flushWaiters counts the Flush calls waiting: no memtable is
 		// held back for a merged flush then (holdFlushLocked).
 		flushWaiters int
-		flushCond    *sync.Cond
-		stallCond    *sync.Cond // signalled when a flush finishes or bgErr is set
+		// held is the memtable flushLoop holds for a merged flush;
+		// heldQuietArmed: a quiet check of it is pending; heldRelease:
+		// that check found writes paused with L0 shallow, so it goes
+		// alone (armHeldReleaseLocked).
+		held                        *memEntry
+		heldQuietArmed, heldRelease bool
+		flushCond                   *sync.Cond
+		stallCond                   *sync.Cond // signalled when a flush finishes or bgErr is set
 	}
 	// rsNow mirrors mu.rs and closingNow mirrors mu.closing for the
 	// lock-free pin of loadReadState; both are written under mu with their
@@ -231,6 +238,9 @@ type DB struct {
 	// testHookBeforePin, if set (by tests, before any read), runs in
 	// loadReadState before the read state is pinned.
 	testHookBeforePin func()
+	// heldQuiet is how long writes pause before a held memtable goes
+	// alone (the constant heldQuiet; tests set it under mu).
+	heldQuiet time.Duration
 }
 
 type memEntry struct {
@@ -344,8 +354,9 @@ func lockDir(fs vfs.FS, dir string, readOnly bool) (io.Closer, error) {
 func newDB(dir string, o Options, policy filterpolicy.Policy, lock io.Closer) *DB {
 	db := &DB{
 		dir: dir, opts: o, fs: o.FS, policy: policy, lock: lock,
-		walKick: make(chan struct{}, 1),
-		closeCh: make(chan struct{}),
+		walKick:   make(chan struct{}, 1),
+		closeCh:   make(chan struct{}),
+		heldQuiet: heldQuiet,
 		// Room for the chunks of every memtable writers may fill before
 		// they stall (memtableChunkBytes each). A flush of several queued
 		// memtables frees them at once, and the writes that fill the next
@@ -496,6 +507,7 @@ func (db *DB) logAndApply(edit *manifest.VersionEdit, install func()) error {
 		install()
 	}
 	db.mu.stallCond.Broadcast() // L0 may have shrunk: see flushLoop
+	db.armHeldReleaseLocked()
 	oldRS := db.newReadStateLocked()
 	db.mu.Unlock()
 	releaseReadState(oldRS)

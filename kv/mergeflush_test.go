@@ -28,6 +28,13 @@ func mergeFlushStore(t *testing.T, opts *Options) (*DB, map[string][]byte) {
 	t.Helper()
 	db, err := Open("db", opts)
 	require.NoError(t, err)
+	return db, mergeFlushLayers(t, db)
+}
+
+// mergeFlushLayers writes and flushes mergeFlushStore's two layers into
+// db and returns its contents.
+func mergeFlushLayers(t *testing.T, db *DB) map[string][]byte {
+	t.Helper()
 	want := map[string][]byte{}
 	for layer := 0; layer < 2; layer++ {
 		for i := layer; i < mergeFlushKeys; i += 97 {
@@ -39,7 +46,7 @@ func mergeFlushStore(t *testing.T, opts *Options) (*DB, map[string][]byte) {
 	}
 	require.Equal(t, 2, db.Metrics().Levels[0].Sublevels)
 	require.Equal(t, uint64(2), db.Metrics().Flushes)
-	return db, want
+	return want
 }
 
 // writeUntilRotated writes (or, one in five, deletes) random keys with
@@ -111,6 +118,68 @@ func TestMergedFlushHoldsWhileL0Deep(t *testing.T) {
 	require.Zero(t, queuedMemtables(db))
 	requireIntraL0Values(t, db, want, mergeFlushKeys)
 	db = reopenChecked(t, db, opts, want, mergeFlushKeys)
+}
+
+// TestMergedFlushReleasedWhenL0Drains: a memtable held while L0 is deep
+// is flushed alone once a compaction takes L0 below MergeFlushL0Depth and
+// no write follows for the quiet period: reads stop searching it then,
+// not when a next memtable fills.
+func TestMergedFlushReleasedWhenL0Drains(t *testing.T) {
+	opts := mergeFlushOpts(vfs.NewMem(), 2)
+	opts.L0CompactionThreshold = 4 // L0 compacts from depth 2
+	db, err := Open("db", opts)
+	require.NoError(t, err)
+	defer func() { db.Close() }()
+	resume := db.pauseCompactions()
+	want := mergeFlushLayers(t, db)
+	writeUntilRotated(t, db, want, rand.New(rand.NewPCG(5, 6)))
+	require.Never(t, func() bool { return db.Metrics().Flushes != 2 }, 200*time.Millisecond, 5*time.Millisecond,
+		"a memtable full while L0 is 2 deep was flushed alone")
+	require.Equal(t, 1, queuedMemtables(db))
+
+	resume()
+	require.Eventually(t, func() bool { return queuedMemtables(db) == 0 && db.Metrics().Flushes == 3 },
+		10*time.Second, time.Millisecond, "the held memtable stayed after L0 drained")
+	m := db.Metrics()
+	require.Zero(t, m.MergedFlushes)
+	require.Positive(t, m.Compactions)
+	requireIntraL0Values(t, db, want, mergeFlushKeys)
+	db = reopenChecked(t, db, opts, want, mergeFlushKeys)
+}
+
+// TestMergedFlushHeldWhileWritesGoOn: after L0 drains, a held memtable
+// stays while writes go on (the next memtable may fill and merge with
+// it), and goes alone once they pause for the quiet period.
+func TestMergedFlushHeldWhileWritesGoOn(t *testing.T) {
+	opts := mergeFlushOpts(vfs.NewMem(), 2)
+	opts.L0CompactionThreshold = 4 // L0 compacts from depth 2
+	db, err := Open("db", opts)
+	require.NoError(t, err)
+	defer func() { db.Close() }()
+	const quiet = 400 * time.Millisecond // long against a write every 5 ms, even under -race
+	db.mu.Lock()
+	db.heldQuiet = quiet
+	db.mu.Unlock()
+	resume := db.pauseCompactions()
+	want := mergeFlushLayers(t, db)
+	rng := rand.New(rand.NewPCG(7, 8))
+	writeUntilRotated(t, db, want, rng)
+	resume()
+	require.Eventually(t, func() bool { return db.Metrics().Levels[0].Sublevels == 0 }, 10*time.Second, time.Millisecond)
+
+	for start := time.Now(); time.Since(start) < 3*quiet; time.Sleep(5 * time.Millisecond) {
+		k := intraL0Key(rng.IntN(mergeFlushKeys))
+		v := fmt.Appendf(nil, "slow-%d", rng.Uint64())
+		require.NoError(t, db.Set(k, v, NoSync))
+		want[string(k)] = v
+	}
+	require.Equal(t, uint64(2), db.Metrics().Flushes, "the held memtable went while writes went on")
+	require.Equal(t, 1, queuedMemtables(db))
+
+	require.Eventually(t, func() bool { return queuedMemtables(db) == 0 && db.Metrics().Flushes == 3 },
+		10*time.Second, time.Millisecond, "the held memtable stayed after writes paused")
+	require.Zero(t, db.Metrics().MergedFlushes)
+	requireIntraL0Values(t, db, want, mergeFlushKeys)
 }
 
 // TestMergedFlushOff: with MergeFlushL0Depth negative (or L0 shallower

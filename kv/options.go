@@ -142,7 +142,8 @@ type Options struct {
 	// here only while L0 is that deep): half the flushes, so L0 deepens
 	// half as fast while its compactions are due, and less compaction
 	// work; the price is one more memtable in memory, searched by reads,
-	// while L0 is deep. It needs MaxImmutableMemTables >= 2, so
+	// while L0 is deep (a held memtable is flushed alone once L0 is
+	// shallower again and writes pause for 100 ms). It needs MaxImmutableMemTables >= 2, so
 	// that writers never stall on the memtable held back; a Flush call is
 	// never held. Memtables queued behind a flush are flushed together
 	// too, whatever the depth (as Pebble's are). Default
