@@ -46,7 +46,7 @@ func (db *DB) openKnownNegatives() {
 	// has counted about as many as it holds keys. The record carries what
 	// the read path learned into the tables flushes and compactions write;
 	// while none is written, the tables' own filters keep it.
-	if db.opts.RecordAbsent == RecordWhileRewriting {
+	if db.recordRule() == RecordWhileRewriting {
 		db.kn.SetWindow(uint64(db.kn.Capacity()))
 	}
 	if err := db.kn.Load(db.fs, db.fs.PathJoin(db.dir, knownNegFileName)); err != nil {
@@ -91,20 +91,26 @@ func (db *DB) fixAuto(key []byte) bool {
 	return db.kn.NewShare() < 0.5 || db.kn.Seen(key)
 }
 
-// recordsAbsent reports whether absent Gets are recorded (db.kn is set)
-// (Options.RecordAbsent; RecordAuto: where a wasted probe is a device
-// read, or the fix rule takes its sights from the record, or the policy
-// builds around it; RecordWhileRewriting: in windows, see
-// openKnownNegatives).
-func (db *DB) recordsAbsent() bool {
-	switch db.opts.RecordAbsent {
-	case RecordNever:
-		return false
-	case RecordAlways, RecordWhileRewriting:
-		return true
+// recordsAbsent reports whether absent Gets are recorded (db.kn is set),
+// always or in windows (recordRule, openKnownNegatives).
+func (db *DB) recordsAbsent() bool { return db.recordRule() != RecordNever }
+
+// recordRule resolves Options.RecordAbsent. RecordAuto records every
+// absent Get where a wasted probe costs more than a record update (with
+// DirectReads a device read), where the fix rule takes its sights from
+// the record (FixRepeated, FixAuto), or where every table is built around
+// it (stacked); elsewhere, in memory, a wasted probe is a block-cache hit,
+// about what an update costs, so it records only while tables are
+// rewritten (RecordWhileRewriting), the updates that reach new filters.
+func (db *DB) recordRule() RecordRule {
+	if r := db.opts.RecordAbsent; r != RecordAuto {
+		return r
 	}
-	return db.opts.DirectReads || db.opts.FixRule == FixRepeated || db.opts.FixRule == FixAuto ||
-		(!db.policy.Adaptive() && db.policy.KnownNegatives())
+	if db.opts.DirectReads || db.opts.FixRule == FixRepeated || db.opts.FixRule == FixAuto ||
+		(!db.policy.Adaptive() && db.policy.KnownNegatives()) {
+		return RecordAlways
+	}
+	return RecordWhileRewriting
 }
 
 // recordAbsent notes a Get that consulted at least one table and found

@@ -224,10 +224,10 @@ func writeFile(t *testing.T, fs vfs.FS, name string, b []byte) {
 
 // TestRecordOnlyWhereUsed: the store keeps a known-negative record only
 // for a policy that uses one (adaptive, or stacked), and counts absent Gets
-// in it with RecordAlways; with RecordAuto where a wasted probe costs more
-// than recording or the record is read on the read path (here: a FixRule
-// that reads it) or by the builder of every table (stacked); never with
-// RecordNever.
+// in it with RecordAlways; with RecordAuto always where a wasted probe
+// costs more than recording or the record is read on the read path (here:
+// a FixRule that reads it) or by the builder of every table (stacked), and
+// elsewhere in the windows of RecordWhileRewriting; never with RecordNever.
 func TestRecordOnlyWhereUsed(t *testing.T) {
 	for policy, used := range map[string]bool{"aprefix": true, "taf": true, "stacked": true, "bloom": false, "prefix": false, "none": false} {
 		for _, c := range []struct {
@@ -235,7 +235,7 @@ func TestRecordOnlyWhereUsed(t *testing.T) {
 			fix     FixRule
 			records bool
 		}{
-			{RecordAuto, FixEvery, policy == "stacked"},
+			{RecordAuto, FixEvery, true}, // stacked always, the others in the Compact's window
 			{RecordAuto, FixAuto, true},
 			{RecordAlways, FixEvery, true},
 			{RecordNever, FixEvery, false},
@@ -260,10 +260,18 @@ func TestRecordOnlyWhereUsed(t *testing.T) {
 // about as many as it holds keys, and not while no table is written: none
 // after that window, none in a store reopened and only read, and again
 // once its memtable is half full.
+// RecordAuto, in memory with a fix rule that does not read the record,
+// records the same way.
 func TestRecordWhileRewriting(t *testing.T) {
+	for _, rule := range []RecordRule{RecordWhileRewriting, RecordAuto} {
+		t.Run(recordRuleNames[rule], func(t *testing.T) { recordWhileRewriting(t, rule) })
+	}
+}
+
+func recordWhileRewriting(t *testing.T, rule RecordRule) {
 	fs := vfs.NewMem()
 	// FixEvery: the fix gate of FixCached puts false positives in the record.
-	o := &Options{FS: fs, FilterPolicy: "aprefix", RecordAbsent: RecordWhileRewriting, FixRule: FixEvery, KnownNegatives: 1024, MemTableSize: 1 << 20}
+	o := &Options{FS: fs, FilterPolicy: "aprefix", RecordAbsent: rule, FixRule: FixEvery, KnownNegatives: 1024, MemTableSize: 1 << 20}
 	db := knStore(t, o, 20_000)
 	require.True(t, db.kn.Recording(), "the Compact opened the window")
 	askAbsent(t, db, 200)
@@ -305,6 +313,34 @@ func TestRecordWhileRewriting(t *testing.T) {
 	require.True(t, db.kn.Recording(), "the half-full memtable opened the window")
 	fresh(300_000, 200)
 	require.Greater(t, db.kn.Len(), held, "recorded from then on")
+}
+
+// TestRecordAutoRule: RecordAuto records every absent Get where a wasted
+// probe costs more than an update (DirectReads), where the fix rule reads
+// the record (FixRepeated, FixAuto) or for stacked, and otherwise while
+// tables are rewritten; the other rules are what they say.
+func TestRecordAutoRule(t *testing.T) {
+	for _, c := range []struct {
+		policy string
+		opts   Options
+		want   RecordRule
+	}{
+		{"aprefix", Options{}, RecordWhileRewriting},
+		{"taf", Options{FixRule: FixEvery}, RecordWhileRewriting},
+		{"aprefix", Options{DirectReads: true}, RecordAlways},
+		{"aprefix", Options{FixRule: FixRepeated}, RecordAlways},
+		{"aprefix", Options{FixRule: FixAuto}, RecordAlways},
+		{"stacked", Options{}, RecordAlways},
+		{"aprefix", Options{RecordAbsent: RecordNever, DirectReads: true}, RecordNever},
+		{"stacked", Options{RecordAbsent: RecordWhileRewriting}, RecordWhileRewriting},
+		{"aprefix", Options{RecordAbsent: RecordAlways}, RecordAlways},
+	} {
+		p, err := filterpolicy.ByName(c.policy)
+		require.NoError(t, err)
+		db := &DB{opts: c.opts, policy: p}
+		require.Equal(t, c.want, db.recordRule(), "%s %+v", c.policy, c.opts)
+		require.Equal(t, c.want != RecordNever, db.recordsAbsent())
+	}
 }
 
 // TestPreAdaptationUnderConcurrentReads: writers and compactions keep
@@ -482,11 +518,19 @@ func TestFixCached(t *testing.T) {
 // record takes the key) and fixes it when the key comes back: the cache
 // answering for it, or, for the few keys the cache let go, the record
 // holding it; the second round makes one fix per key, the third ends every
-// lookup at the filters; keys asked once are never fixed, and absent Gets
-// that were no false positive are not recorded. Stored keys are all found.
+// lookup at the filters; keys asked once are never fixed. The record holds
+// every false positive's key; with RecordNever those only (with the
+// default, RecordAuto, the absent Gets of the window the load's Compact
+// opened too). Stored keys are all found.
 func TestFixReturningKeys(t *testing.T) {
+	for _, rule := range []RecordRule{RecordAuto, RecordNever} {
+		t.Run(recordRuleNames[rule], func(t *testing.T) { fixReturningKeys(t, rule) })
+	}
+}
+
+func fixReturningKeys(t *testing.T, rule RecordRule) {
 	const present, absent = 100_000, 20_000
-	db := knStore(t, &Options{FS: vfs.NewMem(), Filter: seededPolicy(t, "aprefix", 6)}, present)
+	db := knStore(t, &Options{FS: vfs.NewMem(), Filter: seededPolicy(t, "aprefix", 6), RecordAbsent: rule}, present)
 	defer db.Close()
 	require.Equal(t, FixCached, db.opts.FixRule)
 	first := askAbsent(t, db, absent)
@@ -512,7 +556,11 @@ func TestFixReturningKeys(t *testing.T) {
 	m3 := db.Metrics()
 	require.LessOrEqual(t, third, second, "fixed keys end at the filters")
 	require.Equal(t, m2.CachedNegatives, m3.CachedNegatives, "the fixed keys left the cache")
-	require.Equal(t, int(first), m3.KnownNegatives, "only the false positives' keys recorded")
+	if rule == RecordNever {
+		require.Equal(t, int(first), m3.KnownNegatives, "only the false positives' keys recorded")
+	} else {
+		require.GreaterOrEqual(t, m3.KnownNegatives, int(first), "the false positives' keys recorded")
+	}
 
 	// Keys asked once: cached, never fixed.
 	before := db.Metrics()

@@ -237,12 +237,12 @@ type Options struct {
 	// where a wasted probe is a device read, not where it is a
 	// block-cache hit (figures in docs/BENCHMARKS.md, "Which absent Gets
 	// feed the known-negative record" and "Recording while tables are
-	// rewritten"). RecordAuto (the default) records with DirectReads,
-	// with FixRepeated or FixAuto (rules that take their sights from the
-	// record), and for a policy that builds around known negatives
-	// (stacked). RecordWhileRewriting records only while flushes and
-	// compactions write tables, the only time the record carries anything
-	// into new filters.
+	// rewritten"). RecordAuto (the default) records every absent Get with
+	// DirectReads, with FixRepeated or FixAuto (rules that take their
+	// sights from the record), and for a policy that builds around known
+	// negatives (stacked); otherwise it records as RecordWhileRewriting,
+	// only while flushes and compactions write tables, the only time the
+	// record carries anything into new filters.
 	RecordAbsent RecordRule
 
 	// intraL0Ratio is compaction.Options.IntraL0Ratio: 0 takes
@@ -283,8 +283,9 @@ const (
 type RecordRule uint8
 
 const (
-	// RecordAuto records absent Gets where a wasted probe costs more
-	// than recording (see Options.RecordAbsent); the default.
+	// RecordAuto records every absent Get where a wasted probe costs
+	// more than recording, and otherwise as RecordWhileRewriting (see
+	// Options.RecordAbsent); the default.
 	RecordAuto RecordRule = iota
 	// RecordAlways counts every absent Get that consulted a table
 	// (sampled: knownneg.DefaultSampling).

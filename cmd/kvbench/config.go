@@ -105,7 +105,7 @@ func recordRuleText(r kv.RecordRule) string {
 	case kv.RecordWhileRewriting:
 		return "while flushes and compactions write tables (RecordWhileRewriting)"
 	}
-	return "with -direct, -fix repeated or auto, or stacked (RecordAuto)"
+	return "every one with -direct, -fix repeated or auto, or stacked; else while flushes and compactions write tables (RecordAuto)"
 }
 
 // fixRules are -fix's values.

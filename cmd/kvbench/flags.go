@@ -34,7 +34,7 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.Float64Var(&o.target, "target", 0, "throttle mixed workloads to N operations per second over all threads (YCSB's -target), so that\nstores are compared at the same offered load (0: as fast as each store goes)")
 	fs.IntVar(&o.bits, "bits", 10, "bits/key of the bloom policy and of the Pebble peer's bloom filter")
 	fs.IntVar(&o.knownNeg, "knownnegatives", 0, "absent keys each adaptkv store remembers for its new tables (kv.Options.KnownNegatives; 0: default, -1: off)")
-	fs.StringVar(&o.record, "record", "auto", "which absent Gets the adaptkv stores record as known negatives (kv.Options.RecordAbsent): auto (with -direct,\n-fix repeated or auto, or stacked), always, never or rewriting (while flushes and compactions write tables)")
+	fs.StringVar(&o.record, "record", "auto", "which absent Gets the adaptkv stores record as known negatives (kv.Options.RecordAbsent): auto (every one with\n-direct, -fix repeated or auto, or stacked; else as rewriting), always, never or rewriting (while flushes and compactions write tables)")
 	fs.StringVar(&o.dir, "dir", "", "keep each store's data in DIR/<policy> and reuse it when it matches (default: a temporary directory, removed);\nkept stores keep their adapted filters, so rerun with another -seed for fresh absent keys")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed of values, operation streams and the absent-key universes")
 	fs.StringVar(&o.jsonPath, "json", "", "write results as JSON to FILE (- for stdout)")
