@@ -110,8 +110,10 @@ const heldQuiet = 100 * time.Millisecond
 
 // armHeldReleaseLocked, called when a version is installed, starts a
 // quiet check if a memtable is held and L0 is no longer deep: db.heldQuiet
-// (heldQuiet) later, if the mutable memtable has not grown, the held one goes alone;
-// if it has, the check is armed again.
+// (heldQuiet) later, if the same memtable is held and the mutable one has
+// not grown, the held one goes alone; otherwise the check starts again
+// for whatever is held then (nothing, or L0 deep again: the next install
+// checks anew).
 func (db *DB) armHeldReleaseLocked() {
 	if db.mu.heldQuietArmed || db.mu.closing || !db.holdFlushLocked() || db.l0DeepLocked() {
 		return
@@ -122,15 +124,13 @@ func (db *DB) armHeldReleaseLocked() {
 		db.mu.Lock()
 		defer db.mu.Unlock()
 		db.mu.heldQuietArmed = false
-		if db.mu.closing || db.mu.held != held || !db.holdFlushLocked() || db.l0DeepLocked() {
-			return // flushed, or L0 deep again: the next install checks anew
-		}
-		if db.mu.mem.mt.Size() != size {
-			db.armHeldReleaseLocked() // writes go on: the next memtable may fill
+		if !db.mu.closing && db.mu.held == held && db.mu.mem.mt.Size() == size &&
+			db.holdFlushLocked() && !db.l0DeepLocked() {
+			db.mu.heldRelease = true
+			db.mu.flushCond.Broadcast()
 			return
 		}
-		db.mu.heldRelease = true
-		db.mu.flushCond.Broadcast()
+		db.armHeldReleaseLocked()
 	})
 }
 
