@@ -139,7 +139,8 @@ memory per table entry; adapt: false positives fixed by adaptive filters;
 rebuild: filter block rebuilds; WA: table bytes flushes and compactions
 wrote during the workload per byte flushed (n/a: nothing flushed);
 memtbl MiB: the most memory the store's memtables held (sampled every
-10 ms); RSS MiB: the process's peak resident set during the workload.
+10 ms); RSS MiB: the process's peak resident set during the workload
+(n/a with -interleave, where the stores share it).
 FP bound = eps x (unique absent keys x tables considered per absent Get
 + unique stored keys x non-holding tables checked per stored Get), eps and
 the counts measured per store on fresh keys after load: the false
