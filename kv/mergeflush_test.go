@@ -120,19 +120,32 @@ func TestMergedFlushHoldsWhileL0Deep(t *testing.T) {
 	db = reopenChecked(t, db, opts, want, mergeFlushKeys)
 }
 
+// heldMemtableStore opens a store whose L0 compacts from depth 2, with
+// compactions paused (resume starts them) and the quiet period quiet,
+// builds mergeFlushStore's two layers and fills a memtable with rng's
+// writes, which flushLoop holds for a merged flush.
+func heldMemtableStore(t *testing.T, quiet time.Duration, rng *rand.Rand) (*Options, *DB, map[string][]byte, func()) {
+	t.Helper()
+	opts := mergeFlushOpts(vfs.NewMem(), 2)
+	opts.L0CompactionThreshold = 4 // L0 compacts from depth 2
+	db, err := Open("db", opts)
+	require.NoError(t, err)
+	db.mu.Lock()
+	db.heldQuiet = quiet
+	db.mu.Unlock()
+	resume := db.pauseCompactions()
+	want := mergeFlushLayers(t, db)
+	writeUntilRotated(t, db, want, rng)
+	return opts, db, want, resume
+}
+
 // TestMergedFlushReleasedWhenL0Drains: a memtable held while L0 is deep
 // is flushed alone once a compaction takes L0 below MergeFlushL0Depth and
 // no write follows for the quiet period: reads stop searching it then,
 // not when a next memtable fills.
 func TestMergedFlushReleasedWhenL0Drains(t *testing.T) {
-	opts := mergeFlushOpts(vfs.NewMem(), 2)
-	opts.L0CompactionThreshold = 4 // L0 compacts from depth 2
-	db, err := Open("db", opts)
-	require.NoError(t, err)
+	opts, db, want, resume := heldMemtableStore(t, heldQuiet, rand.New(rand.NewPCG(5, 6)))
 	defer func() { db.Close() }()
-	resume := db.pauseCompactions()
-	want := mergeFlushLayers(t, db)
-	writeUntilRotated(t, db, want, rand.New(rand.NewPCG(5, 6)))
 	require.Never(t, func() bool { return db.Metrics().Flushes != 2 }, 200*time.Millisecond, 5*time.Millisecond,
 		"a memtable full while L0 is 2 deep was flushed alone")
 	require.Equal(t, 1, queuedMemtables(db))
@@ -151,19 +164,10 @@ func TestMergedFlushReleasedWhenL0Drains(t *testing.T) {
 // stays while writes go on (the next memtable may fill and merge with
 // it), and goes alone once they pause for the quiet period.
 func TestMergedFlushHeldWhileWritesGoOn(t *testing.T) {
-	opts := mergeFlushOpts(vfs.NewMem(), 2)
-	opts.L0CompactionThreshold = 4 // L0 compacts from depth 2
-	db, err := Open("db", opts)
-	require.NoError(t, err)
-	defer func() { db.Close() }()
 	const quiet = 400 * time.Millisecond // long against a write every 5 ms, even under -race
-	db.mu.Lock()
-	db.heldQuiet = quiet
-	db.mu.Unlock()
-	resume := db.pauseCompactions()
-	want := mergeFlushLayers(t, db)
 	rng := rand.New(rand.NewPCG(7, 8))
-	writeUntilRotated(t, db, want, rng)
+	_, db, want, resume := heldMemtableStore(t, quiet, rng)
+	defer func() { db.Close() }()
 	resume()
 	require.Eventually(t, func() bool { return db.Metrics().Levels[0].Sublevels == 0 }, 10*time.Second, time.Millisecond)
 
