@@ -46,7 +46,7 @@ type configRow struct{ name, kv, pebble string }
 // adaptkv store's (kvOptions, defaults filled in) and the Pebble peers'
 // (pebbleOptions after Pebble's EnsureDefaults).
 func configRows(cfg StoreConfig) []configRow {
-	k := kvOptions(kv.DefaultFilterPolicy, cfg)
+	k, _ := kvOptions(kv.DefaultFilterPolicy, cfg) // no variant: nothing to parse, no error
 	p := pebbleOptions(cfg, bloom.FilterPolicy(cfg.BitsPerKey), nil)
 	lo, hi := p.CompactionConcurrencyRange()
 	concurrency := fmt.Sprint(lo)
@@ -105,7 +105,7 @@ func recordRuleText(r kv.RecordRule) string {
 	case kv.RecordWhileRewriting:
 		return "while flushes and compactions write tables (RecordWhileRewriting)"
 	}
-	return "every one with -direct, -fix repeated or auto, or stacked; else while flushes and compactions write tables (RecordAuto)"
+	return "every one with -fix repeated or auto, or stacked; else while flushes and compactions write tables (RecordAuto)"
 }
 
 // fixRules are -fix's values.
@@ -119,7 +119,7 @@ func fixRuleText(r kv.FixRule, inline, direct bool) string {
 	case kv.FixRepeated:
 		which = "those of keys asked before (FixRepeated)"
 	case kv.FixCached:
-		which = "those of keys asked before, the others cached per table (FixCached)"
+		which = "those of keys that come back after their table's cache let them go, cached per table at their first (FixCached)"
 		if !direct {
 			which = "those of keys that come back, cached per table at their first (FixCached)"
 		}

@@ -228,6 +228,43 @@ func TestTableFormatFlag(t *testing.T) {
 	require.NotContains(t, out.String(), "reusing")
 }
 
+// TestPolicyVariant: "policy:name=value..." is a store of that policy with
+// those kv.Options, beside the plain one: both run and report under their
+// names, the variant's options reach its store (its OPTIONS file) and not
+// the other's, and a variant of a Pebble peer, an unknown option or a bad
+// value is refused.
+func TestPolicyVariant(t *testing.T) {
+	dir := t.TempDir()
+	variant := "aprefix:fix_rule=every:record_absent=never"
+	args := []string{"-policies", "aprefix," + variant, "-workloads", "negzipf", "-records", "3000", "-ops", "2000",
+		"-calibrate", "200", "-memtable-size", "65536", "-target-file-size", "65536", "-dir", dir, "-q"}
+	_, results, _ := runJSON(t, args...)
+	require.Len(t, results, 2)
+	require.Equal(t, "aprefix", results[0].Policy)
+	require.Equal(t, variant, results[1].Policy)
+	for _, r := range results {
+		checkConsistent(t, r)
+		require.Zero(t, r.StoredNotFound)
+		text, err := os.ReadFile(filepath.Join(dir, r.Policy, "db", "OPTIONS"))
+		require.NoError(t, err)
+		o := &kv.Options{}
+		require.NoError(t, kv.ParseOptions(string(text), o))
+		require.Equal(t, "aprefix", o.FilterPolicy)
+		if r.Policy == variant {
+			require.Equal(t, kv.FixEvery, o.FixRule)
+			require.Equal(t, kv.RecordNever, o.RecordAbsent)
+		} else {
+			require.Equal(t, kv.FixCached, o.FixRule)
+			require.Equal(t, kv.RecordAuto, o.RecordAbsent)
+		}
+	}
+	for _, bad := range []string{"pebble:fix_rule=every", "aprefix:no_such_option=1", "aprefix:fix_rule=sometimes",
+		"aprefix:fix_rule", "nosuchfilter:fix_rule=every", "aprefix:block_cache_size=-2"} {
+		var out bytes.Buffer
+		require.Error(t, run([]string{"-policies", bad, "-q"}, &out, &out), bad)
+	}
+}
+
 func TestBadArguments(t *testing.T) {
 	bad := [][]string{
 		{"-policies", "nosuchfilter"},

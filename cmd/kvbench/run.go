@@ -42,7 +42,11 @@ runs the workloads %s on each, and on a Pebble peer
 with a UseL6Filters iterator as "pebble-l6"), prints the comparison table and
 removes its data; about two minutes on 2 cores. The adaptkv policies run
 by default are %s; the others (none, fuse, rsqf, utaf) run
-with -policies. Workloads run in the order given on the same store.
+with -policies. An adaptkv policy followed by ":name=value" pairs is a store
+of that policy with those kv.Options set (their names as in the store's
+OPTIONS file), beside the plain one: -policies
+aprefix,aprefix:record_absent=always compares an option as policies are.
+Workloads run in the order given on the same store.
 
 Load: 80%% of the records are bulk-loaded and compacted into the last level,
 the other 20%% are written through memtable flushes and compactions on top,
@@ -567,8 +571,11 @@ func selectPolicies(list string) ([]string, error) {
 		if p == "" {
 			continue
 		}
-		if !slices.Contains(known, p) {
+		if policy, _ := splitVariant(p); !slices.Contains(known, policy) {
 			return nil, fmt.Errorf("%w %q (available: %s)", ErrUnknownStore, p, strings.Join(known, ","))
+		}
+		if err := checkVariant(p); err != nil {
+			return nil, err
 		}
 		if !slices.Contains(out, p) {
 			out = append(out, p)

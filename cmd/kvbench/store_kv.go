@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/adaptkv/adaptkv/filterpolicy"
 	"github.com/adaptkv/adaptkv/kv"
@@ -23,12 +24,48 @@ type kvStore struct {
 	iters      *iterPool[*kv.Iterator]
 }
 
-// kvOptions are an adaptkv store's options for cfg under policy name,
-// with every default filled in (kv.Options.EnsureDefaults), so the run
-// header can compare them with the Pebble peers'.
-func kvOptions(name string, cfg StoreConfig) *kv.Options {
+// variantSep separates a store's filter policy from the options its
+// variant sets: -policies aprefix:record_absent=always:fix_rule=every is an
+// aprefix store with those two kv.Options (their names in
+// kv.Options.String's text) on top of the run's, a store of its own beside
+// plain aprefix, so that an option is compared as policies are.
+const variantSep = ":"
+
+// splitVariant returns a store name's filter policy and the options text
+// (name=value lines, kv.ParseOptions's) its variant sets ("" for none).
+func splitVariant(name string) (policy, options string) {
+	policy, rest, _ := strings.Cut(name, variantSep)
+	return policy, strings.ReplaceAll(rest, variantSep, "\n")
+}
+
+// checkVariant reports whether name is an adaptkv policy with options
+// that parse and validate, or a store name without a variant.
+func checkVariant(name string) error {
+	policy, text := splitVariant(name)
+	if text == "" {
+		return nil
+	}
+	if !slices.Contains(kvPolicies(), policy) {
+		return fmt.Errorf("%w %q: options set only adaptkv stores (%s)", ErrUnknownStore, name, strings.Join(kvPolicies(), ","))
+	}
+	o := &kv.Options{}
+	if err := kv.ParseOptions(text, o); err != nil {
+		return fmt.Errorf("store %q: %w", name, err)
+	}
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("store %q: %w", name, err)
+	}
+	return nil
+}
+
+// kvOptions are an adaptkv store's options for cfg under store name (a
+// policy and its variant's options), with every default filled in
+// (kv.Options.EnsureDefaults), so the run header can compare them with the
+// Pebble peers'.
+func kvOptions(name string, cfg StoreConfig) (*kv.Options, error) {
+	policy, variant := splitVariant(name)
 	opts := &kv.Options{
-		FilterPolicy:             name,
+		FilterPolicy:             policy,
 		BlockCacheSize:           cfg.BlockCacheSize,
 		MemTableSize:             cfg.MemTableSize,
 		MaxImmutableMemTables:    cfg.MaxImmutableMemTables,
@@ -47,18 +84,25 @@ func kvOptions(name string, cfg StoreConfig) *kv.Options {
 		DisableWALMapping:        cfg.DisableWALMapping,
 		WALBufferNoSync:          cfg.WALBufferNoSync,
 	}
-	if name == "bloom" {
+	if policy == "bloom" {
 		opts.Filter = filterpolicy.NewBloom(cfg.BitsPerKey)
 	}
+	if err := kv.ParseOptions(variant, opts); err != nil {
+		return nil, fmt.Errorf("store %q: %w", name, err)
+	}
 	opts.EnsureDefaults()
-	return opts
+	return opts, nil
 }
 
 func openKV(name string, cfg StoreConfig) (Store, error) {
-	if !slices.Contains(filterpolicy.Names(), name) {
+	if policy, _ := splitVariant(name); !slices.Contains(filterpolicy.Names(), policy) {
 		return nil, fmt.Errorf("%w %q", ErrUnknownStore, name)
 	}
-	db, err := kv.Open(cfg.Dir, kvOptions(name, cfg))
+	opts, err := kvOptions(name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	db, err := kv.Open(cfg.Dir, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -86,7 +86,8 @@ func TestWALFlag(t *testing.T) {
 		"buffered": "in the WAL buffer",
 	} {
 		o := options{wal: mode, memTable: 64 << 10, targetFile: 64 << 10}
-		k := kvOptions("aprefix", defaultConfig(o, 0))
+		k, err := kvOptions("aprefix", defaultConfig(o, 0))
+		require.NoError(t, err)
 		require.Equal(t, mode == "write", k.DisableWALMapping, mode)
 		require.Equal(t, mode == "buffered", k.WALBufferNoSync, mode)
 		var stdout, stderr bytes.Buffer
