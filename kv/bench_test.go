@@ -353,8 +353,8 @@ func BenchmarkGetL0(b *testing.B) {
 // as a long-running store's would be. It reports the device (or
 // page-cache) reads and the false positives per 1k Gets beside ns/op.
 // aprefix/record records every absent Get as known negatives
-// (RecordAlways), which the store does by default only with DirectReads:
-// the record's cost on an absent Get in memory.
+// (RecordAlways), which the store by default does only while tables are
+// rewritten: the record's cost on an absent Get.
 //
 //	go test ./kv -run '^$' -bench GetZipfAbsent -benchtime 2000000x
 func BenchmarkGetZipfAbsent(b *testing.B) {

@@ -399,10 +399,11 @@ func (db *DB) setFixGate() {
 	case FixAuto:
 		db.tc.fixGate = db.fixAuto
 	case FixCached:
-		db.tc.fixGate, db.tc.cacheFPs = db.fixHeld, true
-		if !db.opts.DirectReads { // see Options.FixRule
-			db.tc.fixGate, db.tc.fixReturning = db.fixRepeated, true
-		}
+		// Without DirectReads a key's return to the cache fixes its false
+		// positive; with it, where a fix is a device read, only a false
+		// positive of a key the record holds is fixed (see Options.FixRule).
+		db.tc.fixGate, db.tc.cacheFPs = db.fixRepeated, true
+		db.tc.fixReturning = !db.opts.DirectReads
 	}
 }
 

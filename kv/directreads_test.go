@@ -73,3 +73,77 @@ func TestDirectReadsRejected(t *testing.T) {
 	require.ErrorIs(t, (&Options{FS: vfs.NewMem(), DirectReads: true}).Validate(), ErrInvalidOptions)
 
 }
+
+// TestFixCachedDirectReads: with DirectReads the default rules (FixCached,
+// RecordAuto) cache a false positive at its key's first sight, no fix and
+// no remote read, and take the key into the known-negative record, while
+// a store that is only read records none of its other absent Gets
+// (RecordAuto records while tables are rewritten). The key's return while
+// its table's cache holds it costs no probe and no fix; its return after
+// the cache let it go is fixed, and from then on it ends at the filter.
+// Stored keys are all found.
+func TestFixCachedDirectReads(t *testing.T) {
+	const present, absent, flood = 100_000, 20_000, 200_000
+	opts := &Options{DirectReads: true, Filter: seededPolicy(t, "aprefix", 7), KnownNegatives: 8192, knownNegSeed: 7}
+	db, err := Open(t.TempDir(), opts)
+	if err != nil {
+		require.ErrorIs(t, err, ErrInvalidOptions)
+		t.Skipf("no O_DIRECT: %v", err)
+	}
+	defer db.Close()
+	knFill(t, db, 0, present)
+	require.NoError(t, db.Compact(nil, nil))
+	require.Equal(t, FixCached, db.opts.FixRule)
+	require.Equal(t, RecordWhileRewriting, db.recordRule())
+	ask := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			_, err := db.Get(knKey(2*i + 1))
+			require.ErrorIs(t, err, ErrNotFound)
+		}
+		db.tc.waitFixes()
+	}
+	// The window the compaction opened closes once the record has counted
+	// about as many absent Gets as it holds keys.
+	ask(1_000_000, 4*8192)
+	require.False(t, db.kn.Recording(), "nothing rewritten: the window closed")
+
+	m0 := db.Metrics()
+	ask(0, absent)
+	m1 := db.Metrics()
+	first := m1.FalsePositiveProbes - m0.FalsePositiveProbes
+	require.Greater(t, first, uint64(20))
+	require.Equal(t, first, m1.FalsePositivesCached-m0.FalsePositivesCached, "first sight: cached")
+	require.Equal(t, m0.Adaptations, m1.Adaptations, "first sight: no fix")
+	require.Equal(t, m0.RemoteReads, m1.RemoteReads)
+	taken := uint64(m1.KnownNegatives - m0.KnownNegatives)
+	require.LessOrEqual(t, taken, first, "only the false positives' keys recorded")
+	require.GreaterOrEqual(t, taken*10, first*9, "the false positives' keys recorded")
+
+	ask(0, absent)
+	m2 := db.Metrics()
+	second := m2.FalsePositiveProbes - m1.FalsePositiveProbes
+	require.LessOrEqual(t, second, first/4, "the cache answers: no probe")
+	require.Equal(t, second, m2.Adaptations-m1.Adaptations, "a key the cache let go: fixed (the record holds it)")
+
+	// Other absent keys push the first ones out of the tables' caches; the
+	// first ones come back: fixed, held by the record.
+	ask(2_000_000, flood)
+	m3 := db.Metrics()
+	ask(0, absent)
+	m4 := db.Metrics()
+	third := m4.FalsePositiveProbes - m3.FalsePositiveProbes
+	t.Logf("false positives of %d absent keys: %d, %d, after %d others %d", absent, first, second, flood, third)
+	require.Greater(t, third, first/2, "the caches let most go")
+	fixed := m4.Adaptations - m3.Adaptations
+	require.LessOrEqual(t, fixed, third)
+	require.GreaterOrEqual(t, fixed*10, third*9, "returning keys the record holds: fixed")
+	require.Positive(t, m4.RemoteReads-m3.RemoteReads)
+
+	ask(0, absent)
+	fourth := db.Metrics().FalsePositiveProbes - m4.FalsePositiveProbes
+	require.LessOrEqual(t, fourth, third/10, "fixed keys end at the filters")
+	for i := 0; i < present; i += 3 {
+		_, err := db.Get(knKey(2 * i))
+		require.NoError(t, err, "no false negative: key %d", i)
+	}
+}

@@ -67,7 +67,8 @@
 // at most two wasted probes per table while the record of known negatives
 // holds it (one if it returns while cached); FixEvery's worst case is one.
 // With DirectReads a fix is a device read, so the cache keeps answering
-// and only keys the record holds are fixed.
+// for a returning key, and only its return after the cache let it go (the
+// record of known negatives took it at its false positive) is fixed.
 //
 // # Durability
 //

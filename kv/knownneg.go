@@ -72,16 +72,13 @@ func (db *DB) saveKnownNegatives() error {
 func (db *DB) KnownNegativesError() error { return db.knErr }
 
 // fixRepeated is the table cache's sstable.ReaderOptions.FixFalsePositive
-// under FixRepeated: fix a false positive only if the known-negative
-// record holds its key (asked before); a key it does not hold takes a
-// slot now (knownneg.Sketch.Seen), so its next false positive is fixed.
+// under FixRepeated and FixCached: fix a false positive only if the
+// known-negative record holds its key (asked before); a key it does not
+// hold takes a slot now (knownneg.Sketch.Seen), so its next false positive
+// is fixed. Under FixCached the table's cache of false positives takes the
+// key meanwhile (sstable.ReaderOptions.CacheFalsePositives), so the next
+// false positive is the key's return after the cache let it go.
 func (db *DB) fixRepeated(key []byte) bool { return db.kn.Seen(key) }
-
-// fixHeld is the gate under FixCached: fix a false positive if the
-// known-negative record holds its key (asked before, and asked again
-// after its table's cache of false positives let it go); otherwise the
-// cache takes it (sstable.ReaderOptions.CacheFalsePositives).
-func (db *DB) fixHeld(key []byte) bool { return db.kn.Contains(key) }
 
 // fixAuto is the gate under FixAuto: FixEvery while most absent keys
 // repeat, FixRepeated while most are new (knownneg.Sketch.NewShare). A
@@ -96,17 +93,20 @@ func (db *DB) fixAuto(key []byte) bool {
 func (db *DB) recordsAbsent() bool { return db.recordRule() != RecordNever }
 
 // recordRule resolves Options.RecordAbsent. RecordAuto records every
-// absent Get where a wasted probe costs more than a record update (with
-// DirectReads a device read), where the fix rule takes its sights from
-// the record (FixRepeated, FixAuto), or where every table is built around
-// it (stacked); elsewhere, in memory, a wasted probe is a block-cache hit,
-// about what an update costs, so it records only while tables are
-// rewritten (RecordWhileRewriting), the updates that reach new filters.
+// absent Get where the fix rule reads the share of new keys or sights
+// that only recording gives (FixRepeated, FixAuto) or where every table
+// is built around the record (stacked). Elsewhere it records only while
+// tables are rewritten (RecordWhileRewriting), the updates that reach new
+// filters: the keys whose false positives a table fixes or caches are in
+// the record anyway (the gate takes them, fixRepeated), and the rest of
+// the absent Gets of a store only read would pay an update each for
+// nothing (about a tenth of a Get, in memory and with DirectReads alike:
+// docs/BENCHMARKS.md, "Recording while tables are rewritten").
 func (db *DB) recordRule() RecordRule {
 	if r := db.opts.RecordAbsent; r != RecordAuto {
 		return r
 	}
-	if db.opts.DirectReads || db.opts.FixRule == FixRepeated || db.opts.FixRule == FixAuto ||
+	if db.opts.FixRule == FixRepeated || db.opts.FixRule == FixAuto ||
 		(!db.policy.Adaptive() && db.policy.KnownNegatives()) {
 		return RecordAlways
 	}

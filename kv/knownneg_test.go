@@ -315,10 +315,10 @@ func recordWhileRewriting(t *testing.T, rule RecordRule) {
 	require.Greater(t, db.kn.Len(), held, "recorded from then on")
 }
 
-// TestRecordAutoRule: RecordAuto records every absent Get where a wasted
-// probe costs more than an update (DirectReads), where the fix rule reads
-// the record (FixRepeated, FixAuto) or for stacked, and otherwise while
-// tables are rewritten; the other rules are what they say.
+// TestRecordAutoRule: RecordAuto records every absent Get where the fix
+// rule reads the record (FixRepeated, FixAuto) or for stacked, and
+// otherwise (DirectReads too) while tables are rewritten; the other rules
+// are what they say.
 func TestRecordAutoRule(t *testing.T) {
 	for _, c := range []struct {
 		policy string
@@ -327,7 +327,8 @@ func TestRecordAutoRule(t *testing.T) {
 	}{
 		{"aprefix", Options{}, RecordWhileRewriting},
 		{"taf", Options{FixRule: FixEvery}, RecordWhileRewriting},
-		{"aprefix", Options{DirectReads: true}, RecordAlways},
+		{"aprefix", Options{DirectReads: true}, RecordWhileRewriting},
+		{"aprefix", Options{DirectReads: true, FixRule: FixAuto}, RecordAlways},
 		{"aprefix", Options{FixRule: FixRepeated}, RecordAlways},
 		{"aprefix", Options{FixRule: FixAuto}, RecordAlways},
 		{"stacked", Options{}, RecordAlways},

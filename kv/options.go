@@ -190,16 +190,16 @@ type Options struct {
 	// per 512 table keys, the oldest of a set of 8 leaving first; its memory
 	// counts as filter memory), so a key that comes back costs no probe
 	// while the cache holds it. Without DirectReads the key's return (the
-	// cache answering for it) fixes the filter and frees the entry, and a
-	// false positive takes its key a slot in the record (as FixRepeated
-	// does), so a key that comes back after the cache let it go is fixed
-	// too: a key is fixed at its second sight in a table, and a key asked
-	// once costs an entry, no fix. With DirectReads, where each fix is a
-	// device read, the cache keeps answering for the key until it lets it
-	// go, and the key is fixed when it comes back after that if the record
-	// holds it (figures in docs/BENCHMARKS.md, "The fix rule with
-	// DirectReads" and "The fix rule in memory"). With the record off every
-	// rule is FixEvery.
+	// cache answering for it) fixes the filter and frees the entry. Either
+	// way a false positive takes its key a slot in the record (as
+	// FixRepeated does), so a key that comes back after the cache let it
+	// go is fixed too: a key is fixed at its second sight in a table, and
+	// a key asked once costs an entry, no fix. With DirectReads, where
+	// each fix is a device read, the cache keeps answering for the key
+	// until it lets it go, and the key is fixed when it comes back after
+	// that (figures in docs/BENCHMARKS.md, "The fix rule with DirectReads"
+	// and "The fix rule in memory"). With the record off every rule is
+	// FixEvery.
 	FixRule FixRule
 	// FixInline makes the Get that meets a false positive fix it before
 	// it returns (the remote read and the adaptation on the Get's time).
@@ -233,16 +233,15 @@ type Options struct {
 	// RecordAbsent says whether absent Gets are counted in the
 	// known-negative record (see RecordRule). Recording adds a sketch
 	// update to an absent Get and saves the wasted probes of keys asked
-	// again after the tables that fixed them were rewritten: worth it
-	// where a wasted probe is a device read, not where it is a
-	// block-cache hit (figures in docs/BENCHMARKS.md, "Which absent Gets
-	// feed the known-negative record" and "Recording while tables are
-	// rewritten"). RecordAuto (the default) records every absent Get with
-	// DirectReads, with FixRepeated or FixAuto (rules that take their
-	// sights from the record), and for a policy that builds around known
-	// negatives (stacked); otherwise it records as RecordWhileRewriting,
-	// only while flushes and compactions write tables, the only time the
-	// record carries anything into new filters.
+	// again after the tables that fixed them were rewritten (figures in
+	// docs/BENCHMARKS.md, "Which absent Gets feed the known-negative
+	// record" and "Recording while tables are rewritten"). RecordAuto (the
+	// default) records every absent Get with FixRepeated or FixAuto (rules
+	// that take their sights from the record) and for a policy that builds
+	// around known negatives (stacked); otherwise it records as
+	// RecordWhileRewriting, only while flushes and compactions write
+	// tables, the only time the record carries anything into new filters
+	// (the keys of false positives enter it as they happen: FixRule).
 	RecordAbsent RecordRule
 
 	// intraL0Ratio is compaction.Options.IntraL0Ratio: 0 takes
@@ -283,9 +282,9 @@ const (
 type RecordRule uint8
 
 const (
-	// RecordAuto records every absent Get where a wasted probe costs
-	// more than recording, and otherwise as RecordWhileRewriting (see
-	// Options.RecordAbsent); the default.
+	// RecordAuto records every absent Get where the fix rule or the
+	// policy reads the record's counts, and otherwise as
+	// RecordWhileRewriting (see Options.RecordAbsent); the default.
 	RecordAuto RecordRule = iota
 	// RecordAlways counts every absent Get that consulted a table
 	// (sampled: knownneg.DefaultSampling).
