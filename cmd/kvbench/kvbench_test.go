@@ -231,8 +231,8 @@ func TestTableFormatFlag(t *testing.T) {
 // TestPolicyVariant: "policy:name=value..." is a store of that policy with
 // those kv.Options, beside the plain one: both run and report under their
 // names, the variant's options reach its store (its OPTIONS file) and not
-// the other's, and a variant of a Pebble peer, an unknown option or a bad
-// value is refused.
+// the other's, and a variant of a Pebble peer, an unknown option, a bad
+// value or another policy is refused.
 func TestPolicyVariant(t *testing.T) {
 	dir := t.TempDir()
 	variant := "aprefix:fix_rule=every:record_absent=never"
@@ -259,7 +259,7 @@ func TestPolicyVariant(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"pebble:fix_rule=every", "aprefix:no_such_option=1", "aprefix:fix_rule=sometimes",
-		"aprefix:fix_rule", "nosuchfilter:fix_rule=every", "aprefix:block_cache_size=-2"} {
+		"aprefix:fix_rule", "nosuchfilter:fix_rule=every", "aprefix:block_cache_size=-2", "aprefix:filter_policy=taf"} {
 		var out bytes.Buffer
 		require.Error(t, run([]string{"-policies", bad, "-q"}, &out, &out), bad)
 	}

@@ -39,7 +39,8 @@ func splitVariant(name string) (policy, options string) {
 }
 
 // checkVariant reports whether name is an adaptkv policy with options
-// that parse and validate, or a store name without a variant.
+// that parse and validate on their own (Open validates them with the
+// run's), or a store name without a variant.
 func checkVariant(name string) error {
 	policy, text := splitVariant(name)
 	if text == "" {
@@ -51,6 +52,9 @@ func checkVariant(name string) error {
 	o := &kv.Options{}
 	if err := kv.ParseOptions(text, o); err != nil {
 		return fmt.Errorf("store %q: %w", name, err)
+	}
+	if o.FilterPolicy != "" {
+		return fmt.Errorf("store %q: the policy is named before the first %q, not by filter_policy", name, variantSep)
 	}
 	if err := o.Validate(); err != nil {
 		return fmt.Errorf("store %q: %w", name, err)
