@@ -232,10 +232,12 @@ func TestTableFormatFlag(t *testing.T) {
 // those kv.Options, beside the plain one: both run and report under their
 // names, the variant's options reach its store (its OPTIONS file) and not
 // the other's, and a variant of a Pebble peer, an unknown option, a bad
-// value or another policy is refused.
+// value or another policy is refused. Variants are checked on the run's
+// options: a remote cache of 16 MiB is valid in kvbench's 64 MiB block
+// cache (not in kv's default 8 MiB), one of 2 MiB not in a 2 MiB one.
 func TestPolicyVariant(t *testing.T) {
 	dir := t.TempDir()
-	variant := "aprefix:fix_rule=every:record_absent=never"
+	variant := "aprefix:fix_rule=every:record_absent=never:remote_cache_size=16777216"
 	args := []string{"-policies", "aprefix," + variant, "-workloads", "negzipf", "-records", "3000", "-ops", "2000",
 		"-calibrate", "200", "-memtable-size", "65536", "-target-file-size", "65536", "-dir", dir, "-q"}
 	_, results, _ := runJSON(t, args...)
@@ -253,6 +255,7 @@ func TestPolicyVariant(t *testing.T) {
 		if r.Policy == variant {
 			require.Equal(t, kv.FixEvery, o.FixRule)
 			require.Equal(t, kv.RecordNever, o.RecordAbsent)
+			require.Equal(t, int64(16<<20), o.RemoteCacheSize)
 		} else {
 			require.Equal(t, kv.FixCached, o.FixRule)
 			require.Equal(t, kv.RecordAuto, o.RecordAbsent)
@@ -263,6 +266,10 @@ func TestPolicyVariant(t *testing.T) {
 		var out bytes.Buffer
 		require.Error(t, run([]string{"-policies", bad, "-q"}, &out, &out), bad)
 	}
+	var out bytes.Buffer
+	err := run([]string{"-policies", "aprefix:remote_cache_size=2097152", "-cache-size", "2097152", "-q"}, &out, &out)
+	require.ErrorIs(t, err, kv.ErrInvalidOptions)
+	require.NotContains(t, out.String(), "records ready", "refused before any store is loaded")
 }
 
 func TestBadArguments(t *testing.T) {

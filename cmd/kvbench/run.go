@@ -154,6 +154,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	cfg := defaultConfig(o, tableFormat)
+	for _, p := range policies {
+		if err := checkVariant(p, cfg); err != nil {
+			return err
+		}
+	}
 	stopProfiles, err := o.startProfiles()
 	if err != nil {
 		return err
@@ -182,7 +188,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		defer os.RemoveAll(base)
 	}
-	cfg := defaultConfig(o, tableFormat)
 	printConfig(table, cfg)
 	if o.writeMode {
 		return runWrites(o, cfg, policies, base, table, stdout, prog)
@@ -573,9 +578,6 @@ func selectPolicies(list string) ([]string, error) {
 		}
 		if policy, _ := splitVariant(p); !slices.Contains(known, policy) {
 			return nil, fmt.Errorf("%w %q (available: %s)", ErrUnknownStore, p, strings.Join(known, ","))
-		}
-		if err := checkVariant(p); err != nil {
-			return nil, err
 		}
 		if !slices.Contains(out, p) {
 			out = append(out, p)

@@ -38,10 +38,11 @@ func splitVariant(name string) (policy, options string) {
 	return policy, strings.ReplaceAll(rest, variantSep, "\n")
 }
 
-// checkVariant reports whether name is an adaptkv policy with options
-// that parse and validate on their own (Open validates them with the
-// run's), or a store name without a variant.
-func checkVariant(name string) error {
+// checkVariant reports whether name is an adaptkv policy whose variant's
+// options parse and, set on the run's (kvOptions), validate, or a store
+// name without a variant: a bad variant stops the run before any store
+// is loaded.
+func checkVariant(name string, cfg StoreConfig) error {
 	policy, text := splitVariant(name)
 	if text == "" {
 		return nil
@@ -49,11 +50,11 @@ func checkVariant(name string) error {
 	if !slices.Contains(kvPolicies(), policy) {
 		return fmt.Errorf("%w %q: options set only adaptkv stores (%s)", ErrUnknownStore, name, strings.Join(kvPolicies(), ","))
 	}
-	o := &kv.Options{}
-	if err := kv.ParseOptions(text, o); err != nil {
-		return fmt.Errorf("store %q: %w", name, err)
+	o, err := kvOptions(name, cfg)
+	if err != nil {
+		return err
 	}
-	if o.FilterPolicy != "" {
+	if o.FilterPolicy != policy {
 		return fmt.Errorf("store %q: the policy is named before the first %q, not by filter_policy", name, variantSep)
 	}
 	if err := o.Validate(); err != nil {
