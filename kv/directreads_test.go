@@ -95,22 +95,14 @@ func TestFixCachedDirectReads(t *testing.T) {
 	require.NoError(t, db.Compact(nil, nil))
 	require.Equal(t, FixCached, db.opts.FixRule)
 	require.Equal(t, RecordWhileRewriting, db.recordRule())
-	ask := func(from, n int) {
-		for i := from; i < from+n; i++ {
-			_, err := db.Get(knKey(2*i + 1))
-			require.ErrorIs(t, err, ErrNotFound)
-		}
-		db.tc.waitFixes()
-	}
 	// The window the compaction opened closes once the record has counted
 	// about as many absent Gets as it holds keys.
-	ask(1_000_000, 4*8192)
+	askAbsentFrom(t, db, 1_000_000, 4*8192)
 	require.False(t, db.kn.Recording(), "nothing rewritten: the window closed")
 
 	m0 := db.Metrics()
-	ask(0, absent)
+	first := askAbsent(t, db, absent)
 	m1 := db.Metrics()
-	first := m1.FalsePositiveProbes - m0.FalsePositiveProbes
 	require.Greater(t, first, uint64(20))
 	require.Equal(t, first, m1.FalsePositivesCached-m0.FalsePositivesCached, "first sight: cached")
 	require.Equal(t, m0.Adaptations, m1.Adaptations, "first sight: no fix")
@@ -119,19 +111,17 @@ func TestFixCachedDirectReads(t *testing.T) {
 	require.LessOrEqual(t, taken, first, "only the false positives' keys recorded")
 	require.GreaterOrEqual(t, taken*10, first*9, "the false positives' keys recorded")
 
-	ask(0, absent)
+	second := askAbsent(t, db, absent)
 	m2 := db.Metrics()
-	second := m2.FalsePositiveProbes - m1.FalsePositiveProbes
 	require.LessOrEqual(t, second, first/4, "the cache answers: no probe")
 	require.Equal(t, second, m2.Adaptations-m1.Adaptations, "a key the cache let go: fixed (the record holds it)")
 
 	// Other absent keys push the first ones out of the tables' caches; the
 	// first ones come back: fixed, held by the record.
-	ask(2_000_000, flood)
+	askAbsentFrom(t, db, 2_000_000, flood)
 	m3 := db.Metrics()
-	ask(0, absent)
+	third := askAbsent(t, db, absent)
 	m4 := db.Metrics()
-	third := m4.FalsePositiveProbes - m3.FalsePositiveProbes
 	t.Logf("false positives of %d absent keys: %d, %d, after %d others %d", absent, first, second, flood, third)
 	require.Greater(t, third, first/2, "the caches let most go")
 	fixed := m4.Adaptations - m3.Adaptations
@@ -139,8 +129,7 @@ func TestFixCachedDirectReads(t *testing.T) {
 	require.GreaterOrEqual(t, fixed*10, third*9, "returning keys the record holds: fixed")
 	require.Positive(t, m4.RemoteReads-m3.RemoteReads)
 
-	ask(0, absent)
-	fourth := db.Metrics().FalsePositiveProbes - m4.FalsePositiveProbes
+	fourth := askAbsent(t, db, absent)
 	require.LessOrEqual(t, fourth, third/10, "fixed keys end at the filters")
 	for i := 0; i < present; i += 3 {
 		_, err := db.Get(knKey(2 * i))

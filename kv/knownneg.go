@@ -100,8 +100,8 @@ func (db *DB) recordsAbsent() bool { return db.recordRule() != RecordNever }
 // filters: the keys whose false positives a table fixes or caches are in
 // the record anyway (the gate takes them, fixRepeated), and the rest of
 // the absent Gets of a store only read would pay an update each for
-// nothing (about a tenth of a Get, in memory and with DirectReads alike:
-// docs/BENCHMARKS.md, "Recording while tables are rewritten").
+// nothing (5-11% of a Get with DirectReads: docs/BENCHMARKS.md, "Cold
+// storage: a data set larger than the block cache").
 func (db *DB) recordRule() RecordRule {
 	if r := db.opts.RecordAbsent; r != RecordAuto {
 		return r

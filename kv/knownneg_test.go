@@ -58,8 +58,14 @@ func knStore(t *testing.T, o *Options, present int) *DB {
 // askAbsent asks every absent key once and returns the false-positive
 // probes it cost.
 func askAbsent(t *testing.T, db *DB, absent int) uint64 {
+	return askAbsentFrom(t, db, 0, absent)
+}
+
+// askAbsentFrom asks the absent keys from..from+n-1 once and returns the
+// false-positive probes they cost.
+func askAbsentFrom(t *testing.T, db *DB, from, n int) uint64 {
 	before := db.Metrics().FalsePositiveProbes
-	for i := 0; i < absent; i++ {
+	for i := from; i < from+n; i++ {
 		_, err := db.Get(knKey(2*i + 1))
 		require.ErrorIs(t, err, ErrNotFound)
 	}
