@@ -123,7 +123,7 @@ func TestMergedFlushHoldsWhileL0Deep(t *testing.T) {
 // heldMemtableStore opens a store whose L0 compacts from depth 2, with
 // compactions paused (resume starts them) and the quiet period quiet,
 // builds mergeFlushStore's two layers and fills a memtable with rng's
-// writes, which flushLoop holds for a merged flush.
+// writes, and returns once flushLoop holds it for a merged flush.
 func heldMemtableStore(t *testing.T, quiet time.Duration, rng *rand.Rand) (*Options, *DB, map[string][]byte, func()) {
 	t.Helper()
 	opts := mergeFlushOpts(vfs.NewMem(), 2)
@@ -136,6 +136,11 @@ func heldMemtableStore(t *testing.T, quiet time.Duration, rng *rand.Rand) (*Opti
 	resume := db.pauseCompactions()
 	want := mergeFlushLayers(t, db)
 	writeUntilRotated(t, db, want, rng)
+	require.Eventually(t, func() bool {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		return len(db.mu.imm) == 1 && db.mu.held == db.mu.imm[0]
+	}, 10*time.Second, time.Millisecond, "the full memtable was not held")
 	return opts, db, want, resume
 }
 
@@ -162,23 +167,47 @@ func TestMergedFlushReleasedWhenL0Drains(t *testing.T) {
 
 // TestMergedFlushHeldWhileWritesGoOn: after L0 drains, a held memtable
 // stays while writes go on (the next memtable may fill and merge with
-// it), and goes alone once they pause for the quiet period.
+// it), and goes alone once they pause for the quiet period. The writes
+// start before the compactions resume, so they are already going when L0
+// drains, however late the test sees the drain.
 func TestMergedFlushHeldWhileWritesGoOn(t *testing.T) {
-	const quiet = 400 * time.Millisecond // long against a write every 5 ms, even under -race
+	// A write every 10 ms: long against the quiet period even under -race
+	// on a loaded machine, and the next memtable (64 KiB) fills in ~10 s.
+	const quiet, every = 400 * time.Millisecond, 10 * time.Millisecond
 	rng := rand.New(rand.NewPCG(7, 8))
 	_, db, want, resume := heldMemtableStore(t, quiet, rng)
 	defer func() { db.Close() }()
-	resume()
-	require.Eventually(t, func() bool { return db.Metrics().Levels[0].Sublevels == 0 }, 10*time.Second, time.Millisecond)
 
-	for start := time.Now(); time.Since(start) < 3*quiet; time.Sleep(5 * time.Millisecond) {
-		k := intraL0Key(rng.IntN(mergeFlushKeys))
-		v := fmt.Appendf(nil, "slow-%d", rng.Uint64())
-		require.NoError(t, db.Set(k, v, NoSync))
-		want[string(k)] = v
-	}
-	require.Equal(t, uint64(2), db.Metrics().Flushes, "the held memtable went while writes went on")
-	require.Equal(t, 1, queuedMemtables(db))
+	stop, done := make(chan struct{}), make(chan error, 1)
+	go func() { // owns want until done
+		for tick := time.NewTicker(every); ; {
+			select {
+			case <-stop:
+				tick.Stop()
+				done <- nil
+				return
+			case <-tick.C:
+			}
+			k := intraL0Key(rng.IntN(mergeFlushKeys))
+			v := fmt.Appendf(nil, "slow-%d", rng.Uint64())
+			if err := db.Set(k, v, NoSync); err != nil {
+				done <- err
+				return
+			}
+			want[string(k)] = v
+		}
+	}()
+	resume()
+	require.Eventually(t, func() bool {
+		m := db.Metrics()
+		return m.Compactions > 0 && m.Levels[0].Sublevels == 0
+	}, 10*time.Second, time.Millisecond, "L0 did not drain")
+	time.Sleep(3 * quiet)
+	flushes, queued := db.Metrics().Flushes, queuedMemtables(db)
+	close(stop)
+	require.NoError(t, <-done)
+	require.Equal(t, uint64(2), flushes, "the held memtable went while writes went on")
+	require.Equal(t, 1, queued)
 
 	require.Eventually(t, func() bool { return queuedMemtables(db) == 0 && db.Metrics().Flushes == 3 },
 		10*time.Second, time.Millisecond, "the held memtable stayed after writes paused")
