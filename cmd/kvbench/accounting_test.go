@@ -96,7 +96,7 @@ func TestPebbleL6ProbesCounted(t *testing.T) {
 	defer s.Close()
 	r := testRunner(s, "pebble", 1)
 	require.NoError(t, r.loadBottom(5000))
-	require.NoError(t, s.Settle()) // no compaction under the Gets
+	require.NoError(t, s.Settle(settleQuiet)) // no compaction under the Gets
 	var shape Counters
 	require.NoError(t, s.Footprint(&shape))
 	require.Equal(t, [7]int{0, 0, 0, 0, 0, 0, shape.Files[6]}, shape.Files, "only L6")
@@ -128,6 +128,45 @@ func mustMetrics(t *testing.T, s Store) Counters {
 	c, err := s.Metrics()
 	require.NoError(t, err)
 	return c
+}
+
+// TestLoadInSteps: the load on top flushes once per step, so no memtable
+// fills on its own (a step is half a memtable), every record is stored,
+// and stores of different policies end with the same levels of the tree
+// (the same tables an absent Get checks: L0's, one per level below; how
+// many tables a level has depends on the filter's size in the files).
+func TestLoadInSteps(t *testing.T) {
+	const bottom, top = 8000, 10000
+	var shapes [][7]int // L0's tables, then 1 for each level below that holds any
+	for _, policy := range []string{"bloom", "aprefix"} {
+		cfg := defaultConfig(options{bits: 10, memTable: 64 << 10, targetFile: 64 << 10, cacheSize: defaultCache}, sstable.FormatColumnar)
+		cfg.Dir = t.TempDir()
+		s, err := openStore(policy, cfg)
+		require.NoError(t, err)
+		r := testRunner(s, policy, 3)
+		r.topStep = topStep(cfg.MemTableSize, r.valueSize)
+		require.NoError(t, r.loadBottom(bottom))
+		m0 := mustMetrics(t, s)
+		require.NoError(t, r.load(bottom, top))
+		steps := (top - bottom + r.topStep - 1) / r.topStep
+		require.Greater(t, steps, uint64(2))
+		require.Equal(t, steps, mustMetrics(t, s).Flushes-m0.Flushes, "%s: one flush per step", policy)
+		require.Equal(t, uint64(top), r.records)
+		for i := uint64(0); i < top; i += 7 {
+			found, err := s.Get(ycsb.Key(i))
+			require.NoError(t, err)
+			require.True(t, found, "%s: record %d", policy, i)
+		}
+		var shape Counters
+		require.NoError(t, s.Footprint(&shape))
+		levels := shape.Files
+		for l := 1; l < len(levels); l++ {
+			levels[l] = min(levels[l], 1)
+		}
+		shapes = append(shapes, levels)
+		require.NoError(t, s.Close())
+	}
+	require.Equal(t, shapes[0], shapes[1], "the same levels whatever the policy")
 }
 
 // TestKVFilterChecksMatchTableRanges: an adaptkv store's filter checks for
@@ -367,7 +406,7 @@ func TestCheapFalsePositiveProbes(t *testing.T) {
 			defer s.Close()
 			r := testRunner(s, name, 1)
 			require.NoError(t, r.loadBottom(20000))
-			require.NoError(t, s.Settle())
+			require.NoError(t, s.Settle(settleQuiet))
 			before := mustMetrics(t, s)
 			var sum uint64
 			for i := range uint64(5000) {

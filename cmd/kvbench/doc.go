@@ -19,7 +19,10 @@
 // The tree every store gets: 80% of the records bulk-loaded and compacted
 // into the last level, the remaining 20% written through the normal path
 // (memtable flushes to L0, compactions to the base level), so that reads
-// consult several tables. The peers are configured alike: the options that
+// consult several tables. The 20% go in steps of half a memtable, each
+// flushed and followed by the compactions it sets off: no flush depends on
+// the timing of background work, so every store of one engine ends with
+// the same levels, and an absent Get checks as many tables in each. The peers are configured alike: the options that
 // mean the same in both engines (memtable size, memtables and L0 depth at
 // which writes stall, L0 trigger, compactions at once, table and level
 // sizes, block size and cache, open tables) take the adaptkv store's

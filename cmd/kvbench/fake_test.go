@@ -109,10 +109,10 @@ func (s *fakeStore) Scan(start []byte, n int) (int, error) {
 	return min(n, len(keys)), nil
 }
 
-func (s *fakeStore) Flush() error      { return nil }
-func (s *fakeStore) Settle() error     { s.settles.Add(1); return nil }
-func (s *fakeStore) CompactAll() error { return nil }
-func (s *fakeStore) Close() error      { return nil }
+func (s *fakeStore) Flush() error               { return nil }
+func (s *fakeStore) Settle(time.Duration) error { s.settles.Add(1); return nil }
+func (s *fakeStore) CompactAll() error          { return nil }
+func (s *fakeStore) Close() error               { return nil }
 
 func (s *fakeStore) Metrics() (Counters, error) {
 	return Counters{

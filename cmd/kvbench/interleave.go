@@ -38,7 +38,7 @@ func runInterleaved(policies []string, cfg StoreConfig, base string, o options, 
 		// the store has settled, every store before any runs.
 		for i, p := range stores {
 			if wi > 0 && wrote(results[len(results)-len(stores)+i]) {
-				if err := p.r.store.Settle(); err != nil {
+				if err := p.r.store.Settle(settleQuiet); err != nil {
 					return nil, fmt.Errorf("%s: %w", p.r.policy, err)
 				}
 			}

@@ -382,6 +382,11 @@ func prepareStore(pol string, cfg StoreConfig, base string, o options, valueSize
 		return nil, err
 	}
 	r := &runner{policy: pol, threads: o.threads, target: o.target, seed: o.seed, valueSize: valueSize, progress: prog}
+	memTable := cfg.MemTableSize
+	if cfg.PeerMemTableSize > 0 {
+		memTable = min(memTable, cfg.PeerMemTableSize)
+	}
+	r.topStep = topStep(memTable, valueSize)
 	t0 := time.Now()
 	split := uint64(float64(o.records) * bottomShare)
 	if reuse {
@@ -468,7 +473,7 @@ func (r *runner) runWorkloads(workloads []*ycsb.Workload, ops uint64, cal calibr
 	var results []*Result
 	for i, w := range workloads {
 		if i > 0 && wrote(results[i-1]) {
-			if err := r.store.Settle(); err != nil {
+			if err := r.store.Settle(settleQuiet); err != nil {
 				return nil, err
 			}
 		}

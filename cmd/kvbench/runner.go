@@ -50,12 +50,13 @@ type runner struct {
 	records   uint64 // records in the store (grows with inserts)
 	progress  func(desc string, total int64) *progress
 	phases    loadPhases // how long each step of the load took
+	topStep   uint64     // records per flush of the load on top (0: one flush)
 	turn      *storeTurn // the workload's turns among the stores (-interleave); nil: it runs alone
 }
 
 // loadPhases are the wall times of the load's steps: the bottom's writes,
 // its flush and its compaction to the last level (CompactAll), then the
-// top's writes and its flush with the compactions it set off (Settle).
+// top's writes and its flushes with the compactions they set off (Settle).
 type loadPhases struct {
 	bottomWrite, bottomFlush, bottomCompact, topWrite, topSettle time.Duration
 }
@@ -96,29 +97,56 @@ func workloadSeed(seed uint64, name string, thread int) uint64 {
 }
 
 // bottomShare is the share of a loaded data set that is compacted into the
-// last level before the rest is written on top of it. This makes the tree's
-// shape the same for every store, whatever the timing of its background
-// compactions: most data in the last level (as in a steady-state LSM), the
-// newest records in L0 and the level(s) above it.
+// last level before the rest is written on top of it: most data in the
+// last level (as in a steady-state LSM), the newest records in L0 and the
+// level(s) above it.
 const bottomShare = 0.8
 
-// load fills an open store with records lo..n-1, then flushes and waits
-// for compactions to settle.
+// load fills an open store with records lo..n-1 in steps of r.topStep
+// records (all at once when 0), each flushed on its own and followed by
+// the compactions it sets off (Settle). A step fills half a memtable at
+// most, so no memtable fills on its own: the tables each flush writes and
+// the compactions they set off do not depend on the timing of background
+// work (a flush held back and merged with the next, a compaction that
+// starts before or after a flush), and every store of one engine ends
+// with the same tree, down to the tables in L0 a Get checks.
 func (r *runner) load(lo, n uint64) error {
 	bar := r.progress("load "+r.policy, int64(n-lo))
 	defer bar.finish()
-	t := time.Now()
-	if err := r.insertRange(lo, n, bar); err != nil {
-		return err
+	step := n - lo
+	if r.topStep > 0 {
+		step = r.topStep
 	}
-	r.phases.topWrite, t = time.Since(t), time.Now()
+	for from := lo; from < n; from += step {
+		to := min(n, from+step)
+		t := time.Now()
+		if err := r.insertRange(from, to, bar); err != nil {
+			return err
+		}
+		r.phases.topWrite += time.Since(t)
+		t = time.Now()
+		if err := r.store.Flush(); err != nil {
+			return fmt.Errorf("flush after load: %w", err)
+		}
+		quiet := stepQuiet
+		if to == n {
+			quiet = settleQuiet
+		}
+		if err := r.store.Settle(quiet); err != nil {
+			return err
+		}
+		r.phases.topSettle += time.Since(t)
+	}
 	r.records = n
-	if err := r.store.Flush(); err != nil {
-		return fmt.Errorf("flush after load: %w", err)
-	}
-	err := r.store.Settle()
-	r.phases.topSettle = time.Since(t)
-	return err
+	return nil
+}
+
+// topStep is load's step for a store of memtables of memTable bytes and
+// records of valueSize bytes: half a memtable, counting the key and the
+// memtable's per-entry overhead generously (64 bytes a record), at least
+// one record.
+func topStep(memTable, valueSize int) uint64 {
+	return max(1, uint64(memTable/2)/uint64(valueSize+64))
 }
 
 // loadBottom writes records 0..n-1 and compacts them all into the last

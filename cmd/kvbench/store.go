@@ -20,8 +20,9 @@ type Store interface {
 	Scan(start []byte, n int) (int, error)
 	// Flush writes the memtable out to tables.
 	Flush() error
-	// Settle waits until background compactions are quiet (best effort).
-	Settle() error
+	// Settle waits until no compaction has run or started for quiet
+	// (best effort: at most two minutes).
+	Settle(quiet time.Duration) error
 	// CompactAll compacts every table down to the last level.
 	CompactAll() error
 	// Metrics returns the store's cumulative counters.
@@ -253,13 +254,21 @@ func openStore(name string, cfg StoreConfig) (Store, error) {
 	return openKV(name, cfg)
 }
 
-// settleBy waits until a store's compaction count has not moved for a
-// second while it reports itself idle, or 120 seconds passed.
-func settleBy(poll func() (compactions uint64, idle bool)) error {
+// Settle's quiet periods: before a workload (settleQuiet), and after each
+// flush of the load (stepQuiet: a flush's compactions start as it
+// installs, long before that).
+const (
+	settleQuiet = time.Second
+	stepQuiet   = 50 * time.Millisecond
+)
+
+// settleBy waits until a store's compaction count has not moved for quiet
+// (polled 20 times) while it reports itself idle, or 120 seconds passed.
+func settleBy(quiet time.Duration, poll func() (compactions uint64, idle bool)) error {
 	last, _ := poll()
 	still := 0
 	for deadline := time.Now().Add(120 * time.Second); time.Now().Before(deadline) && still < 20; {
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(quiet / 20)
 		c, idle := poll()
 		if c != last || !idle {
 			last, still = c, 0

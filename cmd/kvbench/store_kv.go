@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/adaptkv/adaptkv/filterpolicy"
 	"github.com/adaptkv/adaptkv/kv"
@@ -175,8 +176,8 @@ func (s *kvStore) CompactAll() error { return s.db.Compact(nil, nil) }
 
 // Settle: kv compacts in the background after flushes; wait until no
 // compaction runs and the compaction count has stopped moving.
-func (s *kvStore) Settle() error {
-	return settleBy(func() (uint64, bool) {
+func (s *kvStore) Settle(quiet time.Duration) error {
+	return settleBy(quiet, func() (uint64, bool) {
 		m := s.db.Metrics()
 		return m.Compactions + m.TableMoves, m.CompactionsRunning == 0
 	})

@@ -309,9 +309,9 @@ func (s *pebbleStore) CompactAll() error {
 	return s.db.Compact(context.Background(), []byte("user"), []byte("user\xff"), false)
 }
 
-// Settle waits until no compaction runs and none has started for a second.
-func (s *pebbleStore) Settle() error {
-	return settleBy(func() (uint64, bool) {
+// Settle waits until no compaction runs and none has started for quiet.
+func (s *pebbleStore) Settle(quiet time.Duration) error {
+	return settleBy(quiet, func() (uint64, bool) {
 		m := s.db.Metrics()
 		return uint64(m.Compact.Count), m.Compact.NumInProgress == 0
 	})
