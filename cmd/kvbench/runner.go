@@ -298,8 +298,16 @@ type workerStats struct {
 	untimed                       time.Duration // in getObserver.AfterGet
 	ops, reads, absent, notFound  uint64
 	updates, inserts, scans, rmws uint64
-	err                           error
+	// The keys read, absent and stored: logged in the timed loop (an
+	// append), counted into the run's sets of unique keys after it (a
+	// set's word is a cache miss per read).
+	absentKeys, presentKeys []uint64
+	err                     error
 }
+
+// keyLogCap is the capacity a worker's key logs start with (they grow
+// beyond it): its share of the run's operations, at most 4M keys each.
+func keyLogCap(n uint64) int { return int(min(n, 1<<22)) }
 
 // mixedRun is what the workers of one run of a mixed workload share.
 type mixedRun struct {
@@ -335,6 +343,8 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 		if uint64(t) < ops%uint64(r.threads) {
 			n++
 		}
+		stats[t].absentKeys = make([]uint64, 0, keyLogCap(n))
+		stats[t].presentKeys = make([]uint64, 0, keyLogCap(n))
 		wg.Add(1)
 		go func(t int, n uint64) {
 			defer wg.Done()
@@ -353,6 +363,15 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 	elapsed -= untimed / time.Duration(r.threads)
 	memPeak, rssPeak := mem.finish(r.store)
 	m.bar.finish()
+	for i := range stats {
+		for _, k := range stats[i].absentKeys {
+			m.absentSeen.add(k)
+		}
+		for _, k := range stats[i].presentKeys {
+			m.presentSeen.add(k)
+		}
+		stats[i].absentKeys, stats[i].presentKeys = nil, nil
+	}
 	var all workerStats
 	for i := range stats {
 		if stats[i].err != nil {
@@ -430,7 +449,7 @@ func (m *mixedRun) do(st *workerStats, s *ycsb.Stream, op ycsb.Op, key, val []by
 		found, err = m.store.Get(key)
 		st.reads++
 		st.absent++
-		m.absentSeen.add(op.Key)
+		st.absentKeys = append(st.absentKeys, op.Key)
 		if err == nil && found {
 			err = fmt.Errorf("absent key %q found", key)
 		}
@@ -467,7 +486,7 @@ func (m *mixedRun) getStored(st *workerStats, key []byte, k uint64) ([]byte, boo
 	key = ycsb.AppendKey(key[:0], k)
 	found, err := m.store.Get(key)
 	st.reads++
-	m.presentSeen.add(k)
+	st.presentKeys = append(st.presentKeys, k)
 	if err == nil && !found {
 		st.notFound++
 	}
