@@ -109,7 +109,8 @@ const bottomShare = 0.8
 // the compactions they set off do not depend on the timing of background
 // work (a flush held back and merged with the next, a compaction that
 // starts before or after a flush), and every store of one engine ends
-// with the same tree, down to the tables in L0 a Get checks.
+// with the same levels, L0's tables among them (how many tables a level
+// has still depends on the filter's size in the files).
 func (r *runner) load(lo, n uint64) error {
 	bar := r.progress("load "+r.policy, int64(n-lo))
 	defer bar.finish()
