@@ -144,7 +144,7 @@ func TestLoadInSteps(t *testing.T) {
 		s, err := openStore(policy, cfg)
 		require.NoError(t, err)
 		r := testRunner(s, policy, 3)
-		r.topStep = topStep(cfg.MemTableSize, r.valueSize)
+		r.topStep = topStep(cfg, r.valueSize)
 		require.NoError(t, r.loadBottom(bottom))
 		m0 := mustMetrics(t, s)
 		require.NoError(t, r.load(bottom, top))

@@ -382,11 +382,7 @@ func prepareStore(pol string, cfg StoreConfig, base string, o options, valueSize
 		return nil, err
 	}
 	r := &runner{policy: pol, threads: o.threads, target: o.target, seed: o.seed, valueSize: valueSize, progress: prog}
-	memTable := cfg.MemTableSize
-	if cfg.PeerMemTableSize > 0 {
-		memTable = min(memTable, cfg.PeerMemTableSize)
-	}
-	r.topStep = topStep(memTable, valueSize)
+	r.topStep = topStep(cfg, valueSize)
 	t0 := time.Now()
 	split := uint64(float64(o.records) * bottomShare)
 	if reuse {

@@ -7,27 +7,27 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/adaptkv/adaptkv/cmd/kvbench/internal/ycsb"
 )
 
-// bitset is a concurrent set of small integers (unique keys touched).
-type bitset []atomic.Uint64
+// bitset is a set of small integers (unique keys touched), filled after a
+// run from its workers' key logs.
+type bitset []uint64
 
 func newBitset(n uint64) bitset { return make(bitset, (n+63)/64) }
 
 func (b bitset) add(i uint64) {
 	if w := i / 64; w < uint64(len(b)) {
-		b[w].Or(1 << (i % 64))
+		b[w] |= 1 << (i % 64)
 	}
 }
 
 func (b bitset) count() uint64 {
 	var n uint64
-	for i := range b {
-		n += uint64(bits.OnesCount64(b[i].Load()))
+	for _, w := range b {
+		n += uint64(bits.OnesCount64(w))
 	}
 	return n
 }
@@ -142,11 +142,15 @@ func (r *runner) load(lo, n uint64) error {
 	return nil
 }
 
-// topStep is load's step for a store of memtables of memTable bytes and
-// records of valueSize bytes: half a memtable, counting the key and the
-// memtable's per-entry overhead generously (64 bytes a record), at least
-// one record.
-func topStep(memTable, valueSize int) uint64 {
+// topStep is load's step for the stores of cfg and records of valueSize
+// bytes: half the smaller memtable of the two engines, counting the key and
+// the memtable's per-entry overhead generously (64 bytes a record), at
+// least one record.
+func topStep(cfg StoreConfig, valueSize int) uint64 {
+	memTable := cfg.MemTableSize
+	if cfg.PeerMemTableSize > 0 {
+		memTable = min(memTable, cfg.PeerMemTableSize)
+	}
 	return max(1, uint64(memTable/2)/uint64(valueSize+64))
 }
 
@@ -313,21 +317,18 @@ func keyLogCap(n uint64) int { return int(min(n, 1<<22)) }
 // mixedRun is what the workers of one run of a mixed workload share.
 type mixedRun struct {
 	*runner
-	w                       *ycsb.Workload
-	ops                     uint64
-	counter                 *ycsb.Counter
-	absentSeen, presentSeen bitset
-	salt                    string
-	obs                     getObserver // nil unless the store asks
-	bar                     *progress
-	start                   time.Time
+	w       *ycsb.Workload
+	ops     uint64
+	counter *ycsb.Counter
+	salt    string
+	obs     getObserver // nil unless the store asks
+	bar     *progress
+	start   time.Time
 }
 
 // run executes a mixed workload with r.threads workers.
 func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, error) {
-	m := &mixedRun{runner: r, w: w, ops: ops, counter: ycsb.NewCounter(r.records),
-		absentSeen: newBitset(w.NegativeKeySpace(r.records)), presentSeen: newBitset(r.records + ops),
-		salt: r.absentSalt(w.Name)}
+	m := &mixedRun{runner: r, w: w, ops: ops, counter: ycsb.NewCounter(r.records), salt: r.absentSalt(w.Name)}
 	m.bar = r.progress(fmt.Sprintf("%s/%s", r.policy, w.Name), int64(ops))
 	before, err := r.store.Metrics()
 	if err != nil {
@@ -364,12 +365,13 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 	elapsed -= untimed / time.Duration(r.threads)
 	memPeak, rssPeak := mem.finish(r.store)
 	m.bar.finish()
+	absentSeen, presentSeen := newBitset(w.NegativeKeySpace(r.records)), newBitset(r.records+ops)
 	for i := range stats {
 		for _, k := range stats[i].absentKeys {
-			m.absentSeen.add(k)
+			absentSeen.add(k)
 		}
 		for _, k := range stats[i].presentKeys {
-			m.presentSeen.add(k)
+			presentSeen.add(k)
 		}
 		stats[i].absentKeys, stats[i].presentKeys = nil, nil
 	}
@@ -390,7 +392,7 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 	res := &Result{
 		Policy: r.policy, Workload: w.Name, Records: r.records, Threads: r.threads,
 		Ops: all.ops, Reads: all.reads, AbsentReads: all.absent,
-		UniqueAbsentKeys: m.absentSeen.count(), UniquePresent: m.presentSeen.count(),
+		UniqueAbsentKeys: absentSeen.count(), UniquePresent: presentSeen.count(),
 		StoredNotFound: all.notFound, Updates: all.updates, Inserts: all.inserts,
 		Scans: all.scans, ReadModifyWrites: all.rmws,
 		Seconds: elapsed.Seconds(), OpsPerSec: float64(all.ops) / elapsed.Seconds(),
