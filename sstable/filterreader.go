@@ -118,7 +118,7 @@ func (t *tableFilter) readLocal(file vfs.File, name string, off, length int64) (
 	// the whole block. An adaptive one also holds the remote section, which
 	// stays on disk: read the header, then header and local state.
 	if kind, ok := filterpolicy.KindOfMetaBlock(name); ok && !kind.Adaptive() {
-		block = make([]byte, length)
+		block = localBuffer(int(length))
 		if _, err := file.ReadAt(block, off); err != nil {
 			return nil, h, false, fmt.Errorf("%w: reading filter block: %w", ErrCorrupt, err)
 		}
@@ -145,13 +145,20 @@ func (t *tableFilter) readLocal(file vfs.File, name string, off, length int64) (
 		return nil, h, false, nil
 	}
 	if block == nil {
-		block = make([]byte, h.LocalEnd())
+		block = localBuffer(h.LocalEnd())
 		if _, err := file.ReadAt(block, off); err != nil {
 			return nil, h, false, fmt.Errorf("%w: reading filter block: %w", ErrCorrupt, err)
 		}
 	}
 	return block[:h.LocalEnd()], h, true, nil
 }
+
+// localBuffer returns a buffer for n bytes of a filter block whose local
+// state (after the block's header) starts a cache line: the filters query
+// it in place, and a kind that lays its probing units out in cache-line
+// multiples (the Prefix Filter's bins, the blocked Bloom filter's lines)
+// then reads one line per unit (filter.AlignedBytes).
+func localBuffer(n int) []byte { return filter.AlignedBytes(n, filterpolicy.HeaderSize) }
 
 // metrics fills the filter's counters and sizes into m.
 func (t *tableFilter) metrics(m *Metrics) {

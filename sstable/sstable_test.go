@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/adaptkv/adaptkv/filter"
 	"github.com/adaptkv/adaptkv/filterpolicy"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -292,6 +293,45 @@ func TestFilterBlockOnDisk(t *testing.T) {
 			require.Equal(t, int(length), h.LocalEnd())
 		}
 	}
+}
+
+// TestFilterLocalStateOnCacheLine: the local state a Reader queries in
+// place starts a cache line, read from the table (a static block whole, an
+// adaptive one's header and local state) or from a saved state file (its
+// payload), so that a kind's probing units of a cache line or half of one
+// (bloom's lines, the Prefix Filter's bins) never straddle two lines.
+func TestFilterLocalStateOnCacheLine(t *testing.T) {
+	for _, name := range []string{"bloom", "prefix", "aprefix"} {
+		fs := vfs.NewMem()
+		writeTable(t, fs, "t.sst", mustPolicy(t, name, 3), 3000)
+		off, length, _ := filterPos(t, fs, "t.sst")
+		f, err := fs.Open("t.sst")
+		require.NoError(t, err)
+		var tf tableFilter
+		block, _, ok, err := tf.readLocal(f, filterpolicy.MetaBlockName(name), off, length)
+		require.NoError(t, err)
+		require.True(t, ok, "%s: %v", name, tf.filterErr)
+		require.True(t, filter.IsAligned(block, filterpolicy.HeaderSize), name)
+		require.NoError(t, f.Close())
+	}
+
+	fs := vfs.NewMem()
+	writeTable(t, fs, "t.sst", mustPolicy(t, "aprefix", 3), 3000)
+	r, err := Open(fs, "t.sst", ReaderOptions{StatePath: "t.state"})
+	require.NoError(t, err)
+	for i := 0; r.Metrics().Adaptations == 0; i++ {
+		require.Less(t, i, 100_000, "no false positive to adapt to")
+		_, _, err := r.Get(absentKey(i))
+		require.NoError(t, err)
+	}
+	require.NoError(t, r.SaveState())
+	raw := readAll(t, fs, "t.state")
+	b := stateBuffer(len(raw))
+	copy(b, raw)
+	payload, _, err := r.decodeState(b)
+	require.NoError(t, err)
+	require.True(t, filter.IsAligned(payload, 0))
+	require.NoError(t, r.Close())
 }
 
 func TestEmptyTable(t *testing.T) {

@@ -92,6 +92,11 @@ func (t *tableFilter) decodeState(b []byte) ([]byte, FilterHistory, error) {
 	return body[hdrSize:], h, nil
 }
 
+// stateBuffer returns a buffer for a state file of n bytes whose payload,
+// the local state the filter queries in place, starts a cache line, as a
+// filter block's does (localBuffer).
+func stateBuffer(n int) []byte { return filter.AlignedBytes(n, stateHeaderSize) }
+
 // loadState replaces the pristine adaptive filter by the saved one, if a
 // valid state file for this table exists.
 func (t *tableFilter) loadState() {
@@ -113,7 +118,7 @@ func (t *tableFilter) loadState() {
 		t.stateErr = fmt.Errorf("%w: state file of %d bytes", ErrStateCorrupt, st.Size())
 		return
 	}
-	b := make([]byte, st.Size())
+	b := stateBuffer(int(st.Size()))
 	if _, err := io.ReadFull(f, b); err != nil {
 		t.stateErr = fmt.Errorf("%w: %w", ErrStateCorrupt, err)
 		return

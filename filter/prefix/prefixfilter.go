@@ -11,6 +11,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/adaptkv/adaptkv/filter"
 	"github.com/adaptkv/adaptkv/internal/base"
 )
 
@@ -435,13 +436,10 @@ func newFilter(data []byte, seed, n, m, blocks uint64) *Filter {
 }
 
 // newEncoding allocates a zeroed encoding buffer for m bins and the given
-// spare blocks, placed so that the bin table starts on a 32-byte boundary
-// (every bin then lies within one 64-byte cache line).
+// spare blocks, placed so that the bin table starts a cache line (every
+// bin then lies within one line).
 func newEncoding(m, blocks uint64) []byte {
-	size := encodedSize(m, blocks)
-	buf := make([]byte, size+binBytes)
-	off := (binBytes - int(uintptr(unsafe.Pointer(&buf[0]))%binBytes)) % binBytes
-	return buf[off : off+int(size) : off+int(size)]
+	return filter.AlignedBytes(int(encodedSize(m, blocks)), headerSize)
 }
 
 // fingerprintSet sorts and deduplicates one bin's fingerprints through a
