@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/adaptkv/adaptkv/filter"
 	"github.com/adaptkv/adaptkv/filterpolicy"
 	"github.com/adaptkv/adaptkv/internal/rangedel"
 	"github.com/adaptkv/adaptkv/internal/stripe"
@@ -186,11 +187,11 @@ type Reader struct {
 }
 
 // cacheLine is the padding unit that keeps words written by different
-// cores on different cache lines (64 bytes on amd64 and most arm64). A
+// cores on different cache lines (filter.CacheLine, 64 bytes). A
 // stripe array of 4..64 lines falls in a size class that is a power of two
 // no larger than a page, so Go allocates it aligned to its size: each
 // stripe is on a line of its own.
-const cacheLine = 64
+const cacheLine = filter.CacheLine
 
 // readShard is one stripe of a Reader's in-flight lookups and per-lookup
 // counters, alone on its cache line. A lookup adds itself to inFlight of

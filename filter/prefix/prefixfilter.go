@@ -349,7 +349,7 @@ func getScratch() *buildScratch {
 // The slot array is aligned so that every bin's slots are one cache line.
 func (sc *buildScratch) grouping(m uint64) *grouping {
 	raw := grow(&sc.slots, m*slotsPerBin+slotsPerBin)
-	off := (64 - uintptr(unsafe.Pointer(&raw[0]))%64) % 64 / 2
+	off := (filter.CacheLine - uintptr(unsafe.Pointer(&raw[0]))%filter.CacheLine) % filter.CacheLine / 2
 	counts := grow(&sc.counts, m)
 	clear(counts)
 	sc.g = grouping{
