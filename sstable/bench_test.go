@@ -49,7 +49,7 @@ func BenchmarkGetAbsent(b *testing.B) {
 // allocation is the value copied out for the caller).
 func BenchmarkGetPresent(b *testing.B) {
 	const n = 100_000
-	for _, name := range []string{"none", "bloom", "taf"} {
+	for _, name := range []string{"none", "bloom", "prefix", "aprefix", "taf"} {
 		b.Run(name, func(b *testing.B) {
 			fs := vfs.NewMem()
 			writeTable(b, fs, "t.sst", mustPolicy(b, name, 99), n)
@@ -145,7 +145,7 @@ func BenchmarkWrite(b *testing.B) {
 		keys[i], values[i] = storedKey(i), value(i)
 	}
 	for _, format := range []Format{FormatColumnar, FormatRow} {
-		for _, name := range []string{"none", "bloom", "taf"} {
+		for _, name := range []string{"none", "bloom", "prefix", "aprefix", "taf"} {
 			bench := name
 			if format != FormatColumnar {
 				bench = format.String() + "/" + name

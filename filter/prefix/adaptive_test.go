@@ -5,6 +5,7 @@ import (
 	"hash/crc32"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -323,4 +324,71 @@ func TestFixLongExtensions(t *testing.T) {
 	// Equal on all 24 bits: cannot be told apart.
 	_, ok := refine(fix{j: 3, slot: 7}, nil, []uint64{0x123456}, 0x123456)
 	require.False(t, ok)
+}
+
+// TestAdaptiveBuilderLayout: the builder's remote representation holds
+// every key's word in its bin, sorted, with the bin index after the words;
+// the local state is the static filter of the same keys and seed; and a
+// builder reused after Finish (its pooled blocks returned and taken again)
+// builds what a new one builds.
+func TestAdaptiveBuilderLayout(t *testing.T) {
+	const seed = 31
+	first := makeKeys(3*hashBlockLen+17, 's', 41) // several blocks, the last partial
+	second := makeKeys(hashBlockLen+5, 't', 42)
+	b := APrefixKind{}.NewBuilder(filter.BuildOptions{Seed: seed, WithRemote: true})
+	for _, keys := range [][][]byte{first, second} {
+		for _, k := range keys {
+			b.Add(k)
+		}
+		local, remote, err := b.Finish()
+		require.NoError(t, err)
+
+		fresh := APrefixKind{}.NewBuilder(filter.BuildOptions{Seed: seed, WithRemote: true})
+		for _, k := range keys {
+			fresh.Add(k)
+		}
+		freshLocal, freshRemote, err := fresh.Finish()
+		require.NoError(t, err)
+		require.Equal(t, freshLocal, local)
+		require.Equal(t, freshRemote, remote)
+
+		static, err := BuildWithSeed(keys, seed)
+		require.NoError(t, err)
+		require.Equal(t, static.data, local[:len(static.data)])
+
+		n, m := uint64(len(keys)), static.numBins
+		require.Len(t, remote, int(n+m+1))
+		words, index := remote[:n], remote[n:]
+		require.Zero(t, index[0])
+		require.Equal(t, n, index[m])
+		want := make([]uint64, 0, n)
+		for _, k := range keys {
+			packed, h2 := hashKey(k, hashSeedOf(seed))
+			bin := binOf(packed, m)
+			want = append(want, (bin*fingerprintRange+packed&qrMask)<<(64-extShift)|extOf(h2))
+		}
+		slices.Sort(want)
+		require.Equal(t, want, words) // sorted by bin, then fingerprint and extension
+		for bin := uint64(0); bin < m; bin++ {
+			for _, w := range words[index[bin]:index[bin+1]] {
+				require.Equal(t, bin, w>>(64-extShift)/fingerprintRange)
+			}
+		}
+	}
+}
+
+// TestSortSmall: sortSmall sorts runs of every length up to and past its
+// insertion-sort bound, duplicates included.
+func TestSortSmall(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for n := 0; n <= 200; n++ {
+		s := make([]uint64, n)
+		for i := range s {
+			s[i] = rng.Uint64N(uint64(n/2 + 1))
+		}
+		want := slices.Clone(s)
+		slices.Sort(want)
+		sortSmall(s)
+		require.Equal(t, want, s, "length %d", n)
+	}
 }

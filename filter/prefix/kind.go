@@ -3,6 +3,7 @@ package prefix
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/adaptkv/adaptkv/filter"
 )
@@ -98,72 +99,125 @@ func (k APrefixKind) Params() filter.Params { return filter.Params{P1: k.maxBits
 
 // NewBuilder implements filter.Kind.
 func (APrefixKind) NewBuilder(o filter.BuildOptions) filter.Builder {
-	hint := max(o.SizeHint, 0)
 	return &adaptiveBuilder{
 		seed:       o.Seed,
 		hashSeed:   hashSeedOf(o.Seed),
-		packed:     make([]uint64, 0, hint),
-		ext:        make([]uint32, 0, hint),
 		withRemote: o.WithRemote,
 	}
 }
 
-// adaptiveBuilder keeps each key's packed hash and extension bits.
+// adaptiveBuilder keeps each key's packed hash and extension bits, in
+// pooled blocks of hashBlockLen keys as Builder keeps its hashes: a store
+// builds a filter per table it writes, and slices grown from nothing for
+// every table were most of a build's allocations and a third of its time.
 type adaptiveBuilder struct {
 	seed       uint64
 	hashSeed   uint32
-	packed     []uint64
-	ext        []uint32
+	packed     []*hashBlock
+	ext        []*extBlock
+	n          int
 	withRemote bool
 }
 
+// extBlock holds the extension bits of hashBlockLen keys.
+type extBlock [hashBlockLen]uint32
+
+var extBlockPool = sync.Pool{New: func() any { return new(extBlock) }}
+
 func (b *adaptiveBuilder) Add(key []byte) {
+	i := b.n % hashBlockLen
+	if i == 0 {
+		b.packed = append(b.packed, hashBlockPool.Get().(*hashBlock))
+		b.ext = append(b.ext, extBlockPool.Get().(*extBlock))
+	}
 	packed, h2 := hashKey(key, b.hashSeed)
-	b.packed = append(b.packed, packed)
-	b.ext = append(b.ext, uint32(extOf(h2)))
+	b.packed[len(b.packed)-1][i] = packed
+	b.ext[len(b.ext)-1][i] = uint32(extOf(h2))
+	b.n++
 }
 
 func (b *adaptiveBuilder) Finish() ([]byte, []uint64, error) {
-	n := uint64(len(b.packed))
-	if n > MaxKeys {
+	defer b.reset()
+	n := b.n
+	if uint64(n) > MaxKeys {
 		return nil, nil, fmt.Errorf("%w: %d > %d", ErrTooManyKeys, n, uint64(MaxKeys))
 	}
-	f := build(b.packed, b.seed)
+	f := buildGrouped(uint64(n), b.seed, func(g *grouping) {
+		for i, blk := range b.packed {
+			for _, h := range blk[:min(hashBlockLen, n-i*hashBlockLen)] {
+				g.add(h)
+			}
+		}
+	})
 	local := emptyFixSection(slices.Clip(f.data))
 	var remote []uint64
 	if b.withRemote {
-		remote = remoteWords(b.packed, b.ext, f.numBins)
+		remote = b.remoteWords(f.numBins)
 	}
-	b.packed, b.ext = b.packed[:0], b.ext[:0]
 	return local, remote, nil
 }
 
-// remoteWords lays out the remote representation: every key's word
-// (bin·6400 + fingerprint)<<24 | extension, sorted (a counting sort by bin,
-// then an insertion sort of each bin's ~24 words), then m+1 words giving
-// where each bin's words start (the last is n).
-func remoteWords(packed []uint64, ext []uint32, m uint64) []uint64 {
-	n := uint64(len(packed))
-	out := make([]uint64, n+m+1)
+// reset returns the blocks to their pools and empties the builder.
+func (b *adaptiveBuilder) reset() {
+	for i := range b.packed {
+		hashBlockPool.Put(b.packed[i])
+		extBlockPool.Put(b.ext[i])
+		b.packed[i], b.ext[i] = nil, nil
+	}
+	b.packed, b.ext, b.n = b.packed[:0], b.ext[:0], 0
+}
+
+// remoteWords lays out the remote representation of the keys added to a
+// filter of m bins: every key's word (bin·6400 + fingerprint)<<24 |
+// extension, sorted (a counting sort by bin, then an insertion sort of
+// each bin's ~24 words), then m+1 words giving where each bin's words
+// start (the last is n).
+func (b *adaptiveBuilder) remoteWords(m uint64) []uint64 {
+	n := b.n
+	out := make([]uint64, uint64(n)+m+1)
 	words, index := out[:n], out[n:]
-	for _, h := range packed {
-		index[binOf(h, m)+1]++
+	for i, blk := range b.packed {
+		for _, h := range blk[:min(hashBlockLen, n-i*hashBlockLen)] {
+			index[binOf(h, m)+1]++
+		}
 	}
-	for b := uint64(1); b <= m; b++ {
-		index[b] += index[b-1]
+	for bin := uint64(1); bin <= m; bin++ {
+		index[bin] += index[bin-1]
 	}
-	// index[b] is now bin b's start; fill advances it to bin b's end.
-	for i, h := range packed {
-		b := binOf(h, m)
-		words[index[b]] = (b*fingerprintRange+h&qrMask)<<(64-extShift) | uint64(ext[i])
-		index[b]++
+	// index[bin] is now the bin's start; filling advances it to its end.
+	for i, blk := range b.packed {
+		ext := b.ext[i]
+		for j, h := range blk[:min(hashBlockLen, n-i*hashBlockLen)] {
+			bin := binOf(h, m)
+			words[index[bin]] = (bin*fingerprintRange+h&qrMask)<<(64-extShift) | uint64(ext[j])
+			index[bin]++
+		}
 	}
 	copy(index[1:], index[:m])
 	index[0] = 0
-	for b := uint64(0); b < m; b++ {
-		slices.Sort(words[index[b]:index[b+1]])
+	for bin := uint64(0); bin < m; bin++ {
+		sortSmall(words[index[bin]:index[bin+1]])
 	}
 	return out
+}
+
+// sortSmall sorts s ascending: an insertion sort for the short runs of a
+// bin (Poisson with mean 23.75; measured 25% faster than slices.Sort on
+// them), slices.Sort beyond maxInsertionSort.
+func sortSmall(s []uint64) {
+	const maxInsertionSort = 64
+	if len(s) > maxInsertionSort {
+		slices.Sort(s)
+		return
+	}
+	for i := 1; i < len(s); i++ {
+		x := s[i]
+		j := i
+		for ; j > 0 && s[j-1] > x; j-- {
+			s[j] = s[j-1]
+		}
+		s[j] = x
+	}
 }
 
 // Decode implements filter.Kind; errors wrap filter.ErrCorrupt.

@@ -276,15 +276,6 @@ func (b *Builder) Finish() (*Filter, error) {
 	}), nil
 }
 
-// build builds the filter from packed hashes.
-func build(hashes []uint64, seed uint64) *Filter {
-	return buildGrouped(uint64(len(hashes)), seed, func(g *grouping) {
-		for _, h := range hashes {
-			g.add(h)
-		}
-	})
-}
-
 // buildGrouped builds a filter of n keys whose packed hashes fill feeds to
 // the grouping.
 func buildGrouped(n, seed uint64, fill func(g *grouping)) *Filter {

@@ -167,6 +167,15 @@ func TestForcedOverflow(t *testing.T) {
 	}
 }
 
+// build builds the filter from packed hashes.
+func build(hashes []uint64, seed uint64) *Filter {
+	return buildGrouped(uint64(len(hashes)), seed, func(g *grouping) {
+		for _, h := range hashes {
+			g.add(h)
+		}
+	})
+}
+
 // containsPacked is MayContain for an already packed hash.
 func (f *Filter) containsPacked(h uint64) bool {
 	return f.contains(binOf(h, f.numBins), h&qrMask)
