@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
 	"math/bits"
 	"math/rand/v2"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -201,7 +203,11 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 		wg.Add(1)
 		go func(t int, n uint64) {
 			defer wg.Done()
-			m.worker(&stats[t], t, n)
+			// Labeled, so that a -cpuprofile of stores taking turns splits
+			// by store (go tool pprof -tagfocus store=POLICY).
+			pprof.Do(context.Background(), pprof.Labels("store", r.policy, "workload", w.Name), func(context.Context) {
+				m.worker(&stats[t], t, n)
+			})
 		}(t, n)
 	}
 	wg.Wait()
