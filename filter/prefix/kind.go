@@ -99,23 +99,17 @@ func (k APrefixKind) Params() filter.Params { return filter.Params{P1: k.maxBits
 
 // NewBuilder implements filter.Kind.
 func (APrefixKind) NewBuilder(o filter.BuildOptions) filter.Builder {
-	return &adaptiveBuilder{
-		seed:       o.Seed,
-		hashSeed:   hashSeedOf(o.Seed),
-		withRemote: o.WithRemote,
-	}
+	return &adaptiveBuilder{hashes: *NewBuilder(o.Seed, 0), withRemote: o.WithRemote}
 }
 
-// adaptiveBuilder keeps each key's packed hash and extension bits, in
-// pooled blocks of hashBlockLen keys as Builder keeps its hashes: a store
-// builds a filter per table it writes, and slices grown from nothing for
-// every table were most of a build's allocations and a third of its time.
+// adaptiveBuilder keeps each key's packed hash in a static Builder (its
+// pooled blocks) and its extension bits in pooled blocks beside them: a
+// store builds a filter per table it writes, and slices grown from nothing
+// for every table were most of a build's allocations and a third of its
+// time.
 type adaptiveBuilder struct {
-	seed       uint64
-	hashSeed   uint32
-	packed     []*hashBlock
-	ext        []*extBlock
-	n          int
+	hashes     Builder
+	ext        []*extBlock // block i holds the extension bits of hashes' block i
 	withRemote bool
 }
 
@@ -125,46 +119,35 @@ type extBlock [hashBlockLen]uint32
 var extBlockPool = sync.Pool{New: func() any { return new(extBlock) }}
 
 func (b *adaptiveBuilder) Add(key []byte) {
-	i := b.n % hashBlockLen
+	h := &b.hashes
+	packed, h2 := hashKey(key, h.hashSeed)
+	i := h.n % hashBlockLen
 	if i == 0 {
-		b.packed = append(b.packed, hashBlockPool.Get().(*hashBlock))
+		h.newBlock()
 		b.ext = append(b.ext, extBlockPool.Get().(*extBlock))
 	}
-	packed, h2 := hashKey(key, b.hashSeed)
-	b.packed[len(b.packed)-1][i] = packed
+	h.blocks[len(h.blocks)-1][i] = packed
 	b.ext[len(b.ext)-1][i] = uint32(extOf(h2))
-	b.n++
+	h.n++
 }
 
 func (b *adaptiveBuilder) Finish() ([]byte, []uint64, error) {
-	defer b.reset()
-	n := b.n
-	if uint64(n) > MaxKeys {
-		return nil, nil, fmt.Errorf("%w: %d > %d", ErrTooManyKeys, n, uint64(MaxKeys))
-	}
-	f := buildGrouped(uint64(n), b.seed, func(g *grouping) {
-		for i, blk := range b.packed {
-			for _, h := range blk[:min(hashBlockLen, n-i*hashBlockLen)] {
-				g.add(h)
-			}
-		}
-	})
-	local := emptyFixSection(slices.Clip(f.data))
 	var remote []uint64
-	if b.withRemote {
-		remote = b.remoteWords(f.numBins)
+	if n := uint64(b.hashes.n); b.withRemote && n <= MaxKeys {
+		// Before the static build, which returns the hash blocks to their
+		// pool; it makes binsFor(n) bins.
+		remote = b.remoteWords(binsFor(n))
 	}
-	return local, remote, nil
-}
-
-// reset returns the blocks to their pools and empties the builder.
-func (b *adaptiveBuilder) reset() {
-	for i := range b.packed {
-		hashBlockPool.Put(b.packed[i])
-		extBlockPool.Put(b.ext[i])
-		b.packed[i], b.ext[i] = nil, nil
+	for i, blk := range b.ext {
+		extBlockPool.Put(blk)
+		b.ext[i] = nil
 	}
-	b.packed, b.ext, b.n = b.packed[:0], b.ext[:0], 0
+	b.ext = b.ext[:0]
+	f, err := b.hashes.Finish()
+	if err != nil {
+		return nil, nil, err
+	}
+	return emptyFixSection(slices.Clip(f.data)), remote, nil
 }
 
 // remoteWords lays out the remote representation of the keys added to a
@@ -173,11 +156,11 @@ func (b *adaptiveBuilder) reset() {
 // each bin's ~24 words), then m+1 words giving where each bin's words
 // start (the last is n).
 func (b *adaptiveBuilder) remoteWords(m uint64) []uint64 {
-	n := b.n
+	n := b.hashes.n
 	out := make([]uint64, uint64(n)+m+1)
 	words, index := out[:n], out[n:]
-	for i, blk := range b.packed {
-		for _, h := range blk[:min(hashBlockLen, n-i*hashBlockLen)] {
+	for i, blk := range b.hashes.blocks {
+		for _, h := range filled(blk, i, n) {
 			index[binOf(h, m)+1]++
 		}
 	}
@@ -185,9 +168,9 @@ func (b *adaptiveBuilder) remoteWords(m uint64) []uint64 {
 		index[bin] += index[bin-1]
 	}
 	// index[bin] is now the bin's start; filling advances it to its end.
-	for i, blk := range b.packed {
+	for i, blk := range b.hashes.blocks {
 		ext := b.ext[i]
-		for j, h := range blk[:min(hashBlockLen, n-i*hashBlockLen)] {
+		for j, h := range filled(blk, i, n) {
 			bin := binOf(h, m)
 			words[index[bin]] = (bin*fingerprintRange+h&qrMask)<<(64-extShift) | uint64(ext[j])
 			index[bin]++

@@ -243,11 +243,14 @@ func NewBuilder(seed uint64, sizeHint int) *Builder {
 func (b *Builder) Add(key []byte) {
 	i := b.n % hashBlockLen
 	if i == 0 {
-		b.blocks = append(b.blocks, hashBlockPool.Get().(*hashBlock))
+		b.newBlock()
 	}
 	b.blocks[len(b.blocks)-1][i] = packedHash(key, b.hashSeed)
 	b.n++
 }
+
+// newBlock appends a block from the pool for the next hashBlockLen keys.
+func (b *Builder) newBlock() { b.blocks = append(b.blocks, hashBlockPool.Get().(*hashBlock)) }
 
 // Len returns the number of keys added since the builder was created or last
 // finished.
@@ -269,11 +272,16 @@ func (b *Builder) Finish() (*Filter, error) {
 	}
 	return buildGrouped(uint64(n), b.seed, func(g *grouping) {
 		for i, blk := range blocks {
-			for _, h := range blk[:min(hashBlockLen, n-i*hashBlockLen)] {
+			for _, h := range filled(blk, i, n) {
 				g.add(h)
 			}
 		}
 	}), nil
+}
+
+// filled returns the hashes block i of a builder of n keys holds.
+func filled(blk *hashBlock, i, n int) []uint64 {
+	return blk[:min(hashBlockLen, n-i*hashBlockLen)]
 }
 
 // buildGrouped builds a filter of n keys whose packed hashes fill feeds to
