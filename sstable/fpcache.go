@@ -27,22 +27,27 @@ import (
 //
 // Layout: sets of fpWays slots, a key's set chosen by its hash; within a
 // set the oldest key leaves first. A slot is an atomic pointer to its key,
-// so a lookup (after the filter's "maybe") hashes the key and compares it
-// with at most fpWays keys, with no lock; insertions (false positives,
-// rare next to lookups) take a mutex and cost O(1) whatever the table's
-// size. The slots are allocated at the table's first cached false
-// positive.
+// and each set has a word of fpWays tag bytes (8 bits of the key's hash
+// per slot, 0 for an empty one), so a lookup (after the filter's "maybe")
+// hashes the key, reads the set's tag word and dereferences only the
+// slots whose tag matches: one memory access for a key the cache does not
+// hold (a miss each for up to fpWays keys without the tags). A tag is a
+// hint: the key comparison decides, so a tag that lags its slot's key
+// (insertions store the key, then the tag) costs at most a hit, never a
+// wrong answer. Lookups take no lock; insertions (false positives, rare
+// next to lookups) take a mutex and cost O(1) whatever the table's size.
+// The slots are allocated at the table's first cached false positive.
 
 // fpCacheKeysPer is the table keys per cache slot (at least
 // fpCacheMinEntries slots a table): about 1 bit per table key, with
 // 16-byte keys, when every slot holds a key (a slot takes its pointer,
-// the key's string header and the key's bytes, about 48 bytes beyond
-// them in all with allocation overhead).
+// its tag, the key's string header and the key's bytes, about 48 bytes
+// beyond them in all with allocation overhead).
 const (
 	fpCacheKeysPer    = 512
 	fpCacheMinEntries = 16
 	fpCacheEntryBytes = 48 // beyond the key's bytes
-	fpWays            = 8
+	fpWays            = 8  // a set's tags fill one uint64
 )
 
 // fpCacheEntries is the capacity of the cache of a table of n keys: a
@@ -56,32 +61,61 @@ func fpCacheEntries(n uint64) int {
 // fpCache is a Reader's false-positive cache (capacity 0: off).
 type fpCache struct {
 	capacity int
-	slots    atomic.Pointer[[]atomic.Pointer[string]] // nil until the first insertion
+	slots    atomic.Pointer[fpSlots] // nil until the first insertion
 	seed     maphash.Seed
 	mu       sync.Mutex // serializes insertions; guards next
 	next     []uint8    // per set, the slot the next insertion takes
 	bytes    atomic.Int64
 }
 
+// fpSlots are a cache's keys, fpWays a set, and their tags, a word a set.
+type fpSlots struct {
+	keys []atomic.Pointer[string]
+	tags []atomic.Uint64
+}
+
+// locate returns the index of key's set and key's tag byte (never 0).
+func (c *fpCache) locate(key []byte) (set int, tag uint64) {
+	h := maphash.Bytes(c.seed, key)
+	return int(h & uint64(c.capacity/fpWays-1)), h>>56 | 1
+}
+
 // set returns the index of key's set.
 func (c *fpCache) set(key []byte) int {
-	return int(maphash.Bytes(c.seed, key) & uint64(c.capacity/fpWays-1))
+	set, _ := c.locate(key)
+	return set
 }
 
 // has reports whether the cache holds key.
 func (c *fpCache) has(key []byte) bool {
 	p := c.slots.Load()
-	return p != nil && inSet((*p)[c.set(key)*fpWays:][:fpWays], key)
+	if p == nil {
+		return false
+	}
+	set, tag := c.locate(key)
+	return p.find(set, tag, key) >= 0
 }
 
-// inSet reports whether one of a set's slots holds key.
-func inSet(s []atomic.Pointer[string], key []byte) bool {
-	for i := range s {
-		if k := s[i].Load(); k != nil && *k == string(key) {
-			return true
+// find returns the slot of set that holds key (of tag tag) within the
+// set, or -1.
+func (p *fpSlots) find(set int, tag uint64, key []byte) int {
+	tags := p.tags[set].Load()
+	for i := range fpWays {
+		if (tags>>(8*i))&0xff != tag {
+			continue
+		}
+		if k := p.keys[set*fpWays+i].Load(); k != nil && *k == string(key) {
+			return i
 		}
 	}
-	return false
+	return -1
+}
+
+// setTag makes tag slot i's tag in set's word (0: the slot is empty).
+// Called with the cache's mutex held.
+func (p *fpSlots) setTag(set, i int, tag uint64) {
+	w := &p.tags[set]
+	w.Store(w.Load()&^(0xff<<(8*i)) | tag<<(8*i))
 }
 
 // add puts key in its set, in place of the set's oldest key if it is
@@ -91,36 +125,38 @@ func (c *fpCache) add(key []byte) bool {
 	defer c.mu.Unlock()
 	p := c.slots.Load()
 	if p == nil {
-		s := make([]atomic.Pointer[string], c.capacity)
+		sets := c.capacity / fpWays
+		p = &fpSlots{keys: make([]atomic.Pointer[string], c.capacity), tags: make([]atomic.Uint64, sets)}
 		c.seed = maphash.MakeSeed()
-		c.next = make([]uint8, c.capacity/fpWays)
-		c.bytes.Store(int64(8*c.capacity + len(c.next)))
-		c.slots.Store(&s)
-		p = &s
+		c.next = make([]uint8, sets)
+		c.bytes.Store(int64(8*c.capacity + 8*sets + len(c.next)))
+		c.slots.Store(p)
 	}
-	set := c.set(key)
-	if inSet((*p)[set*fpWays:][:fpWays], key) {
+	set, tag := c.locate(key)
+	if p.find(set, tag, key) >= 0 {
 		return false
 	}
 	// The set's oldest key leaves, unless a slot is empty (never filled,
 	// or its key left with remove).
-	slot := &(*p)[set*fpWays+int(c.next[set])]
-	if slot.Load() != nil {
-		for i := range fpWays {
-			if s := &(*p)[set*fpWays+i]; s.Load() == nil {
-				slot = s
+	keys := p.keys[set*fpWays:][:fpWays]
+	i := int(c.next[set])
+	if keys[i].Load() != nil {
+		for j := range keys {
+			if keys[j].Load() == nil {
+				i = j
 				break
 			}
 		}
 	}
-	if slot == &(*p)[set*fpWays+int(c.next[set])] {
-		c.next[set] = uint8((int(c.next[set]) + 1) % fpWays)
+	if i == int(c.next[set]) {
+		c.next[set] = uint8((i + 1) % fpWays)
 	}
 	k := string(key)
-	if old := slot.Load(); old != nil {
+	if old := keys[i].Load(); old != nil {
 		c.bytes.Add(-int64(len(*old) + fpCacheEntryBytes))
 	}
-	slot.Store(&k)
+	keys[i].Store(&k)
+	p.setTag(set, i, tag)
 	c.bytes.Add(int64(len(k) + fpCacheEntryBytes))
 	return true
 }
@@ -133,15 +169,15 @@ func (c *fpCache) remove(key []byte) bool {
 	if p == nil {
 		return false
 	}
-	set := (*p)[c.set(key)*fpWays:][:fpWays]
-	for i := range set {
-		if k := set[i].Load(); k != nil && *k == string(key) {
-			set[i].Store(nil)
-			c.bytes.Add(-int64(len(*k) + fpCacheEntryBytes))
-			return true
-		}
+	set, tag := c.locate(key)
+	i := p.find(set, tag, key)
+	if i < 0 {
+		return false
 	}
-	return false
+	k := p.keys[set*fpWays+i].Swap(nil)
+	p.setTag(set, i, 0)
+	c.bytes.Add(-int64(len(*k) + fpCacheEntryBytes))
+	return true
 }
 
 // cachedAbsent reports whether the table's false-positive cache holds key.

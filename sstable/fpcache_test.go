@@ -2,6 +2,7 @@ package sstable
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,6 +121,42 @@ func TestFalsePositiveCacheFIFO(t *testing.T) {
 			require.Len(t, askAbsentKeys(t, r, i, i+1), 1, "let go: a false positive again")
 		}
 	}
+}
+
+// TestFalsePositiveCacheTags: a tag only hints; keys of one set whose tags
+// are equal are told apart by their bytes: each is held while it is in the
+// set, a key of the same tag that never entered is not, and taking one
+// out (remove) or letting it go (FIFO) leaves the others held.
+func TestFalsePositiveCacheTags(t *testing.T) {
+	c := &fpCache{capacity: fpCacheMinEntries}
+	c.add(absentKey(0)) // the slots and the seed
+	require.True(t, c.remove(absentKey(0)))
+	set0, tag0 := c.locate(absentKey(1))
+	var same [][]byte // keys of set0 with tag tag0
+	for i := 2; len(same) < fpWays+2; i++ {
+		if set, tag := c.locate(absentKey(i)); set == set0 && tag == tag0 {
+			same = append(same, absentKey(i))
+		}
+	}
+	require.True(t, c.add(absentKey(1)))
+	require.True(t, c.add(same[0]))
+	require.False(t, c.add(same[0]), "held already")
+	require.True(t, c.has(absentKey(1)))
+	require.True(t, c.has(same[0]))
+	require.False(t, c.has(same[1]), "same set and tag, never added")
+	require.True(t, c.remove(absentKey(1)))
+	require.False(t, c.has(absentKey(1)))
+	require.False(t, c.remove(absentKey(1)))
+	require.True(t, c.has(same[0]), "removing another key of its tag leaves it")
+	for _, k := range same[1:] { // fills the set and lets same[0] and same[1] go
+		require.True(t, c.add(k))
+	}
+	require.False(t, c.has(same[0]))
+	require.False(t, c.has(same[1]))
+	for _, k := range same[2:] {
+		require.True(t, c.has(k), "%s", k)
+	}
+	require.Equal(t, int64(8*c.capacity+8*c.capacity/fpWays+c.capacity/fpWays)+fpWays*int64(len(same[2])+fpCacheEntryBytes), c.bytes.Load())
 }
 
 // TestFalsePositiveCacheOff: without a gate every false positive is fixed
@@ -345,4 +382,55 @@ func TestSharedFalsePositiveCounter(t *testing.T) {
 	require.Positive(t, fa)
 	require.Positive(t, fb)
 	require.Equal(t, fa+fb, shared.Load())
+}
+
+// BenchmarkFalsePositiveCacheHas: lookups in full false-positive caches
+// of keys they do not hold, as every "maybe" of a store whose absent keys
+// never repeat asks them, and of keys they hold. The caches are those of
+// 1024 tables of 16k keys (32 slots each), more than a core's L2 cache
+// holds, a table chosen at random per lookup, as in a store of many
+// tables.
+//
+//	go test ./sstable -run '^$' -bench FalsePositiveCacheHas
+func BenchmarkFalsePositiveCacheHas(b *testing.B) {
+	caches := make([]fpCache, 1024)
+	var held, other [][]byte
+	for t := range caches {
+		c := &caches[t]
+		c.capacity = fpCacheEntries(16 << 10)
+		for i := range 4 * c.capacity {
+			k := absentKey(t<<20 | i)
+			c.add(k)
+		}
+		for len(held) < (t+1)*c.capacity/2 { // half the slots' keys, picked at random
+			if k := absentKey(t<<20 | rand.IntN(4*c.capacity)); c.has(k) {
+				held = append(held, k)
+			}
+		}
+		other = append(other, absentKey(t<<20|1<<19))
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []struct {
+		name string
+		keys [][]byte
+		want bool
+	}{{"absent", other, false}, {"held", held, true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			idx := make([]int, 1<<16)
+			for i := range idx {
+				idx[i] = rng.IntN(len(tc.keys))
+			}
+			per := len(tc.keys) / len(caches)
+			hits := 0
+			for i := 0; b.Loop(); i++ {
+				j := idx[i&(len(idx)-1)]
+				if caches[j/per].has(tc.keys[j]) {
+					hits++
+				}
+			}
+			if tc.want != (hits == b.N) || (!tc.want && hits > 0) {
+				b.Fatalf("%d hits of %d", hits, b.N)
+			}
+		})
+	}
 }
