@@ -35,7 +35,7 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.bits, "bits", 10, "bits/key of the bloom policy and of the Pebble peer's bloom filter")
 	fs.IntVar(&o.knownNeg, "knownnegatives", 0, "absent keys each adaptkv store remembers for its new tables (kv.Options.KnownNegatives; 0: default, -1: off)")
 	fs.StringVar(&o.record, "record", "auto", "which absent Gets the adaptkv stores record as known negatives (kv.Options.RecordAbsent): auto (every one with\n-fix repeated or auto, or stacked; else as rewriting), always, never or rewriting (while flushes and compactions write tables)")
-	fs.StringVar(&o.dir, "dir", "", "keep each store's data in DIR/<policy> and reuse it when it matches (default: a temporary directory, removed);\nkept stores keep their adapted filters, so rerun with another -seed for fresh absent keys")
+	fs.StringVar(&o.dir, "dir", "", "keep each store's data in DIR/<policy> and reuse it when it matches (default: a temporary directory, removed);\na kept store is reused as the last run left it (written to, its filters adapted): rerun with another -seed\nfor fresh absent keys, and compare policies without -dir (not with -repeat)")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed of values, operation streams and the absent-key universes")
 	fs.StringVar(&o.jsonPath, "json", "", "write results as JSON to FILE (- for stdout)")
 	fs.StringVar(&o.csvPath, "csv", "", "write results as CSV to FILE")
@@ -104,6 +104,12 @@ func (o *options) check() (sstable.Format, error) {
 	}
 	if o.markdown == "-" && o.jsonPath == "-" {
 		return none, errors.New("-json - and -markdown -: only one may go to stdout")
+	}
+	if o.dir != "" && o.repeat > 1 && !o.writeMode {
+		// A kept store is reused as the last run left it (written to,
+		// adapted), so the runs after the first would not start from the
+		// same store as the first, nor as runs without -dir do.
+		return none, errors.New("-dir with -repeat: a kept store is reused as the previous run left it (grown, adapted), so the runs would not start alike; repeat without -dir")
 	}
 	if o.interleave > 0 && (o.target > 0 || o.writeMode) {
 		return none, errors.New("-interleave: not with -target (a paced store would hold its turn) or -write")

@@ -298,6 +298,7 @@ func TestBadArguments(t *testing.T) {
 		{"-write", "-write-ops", "0"},
 		{"-write", "-markdown", "out.md"},
 		{"-json", "-", "-markdown", "-"},
+		{"-dir", t.TempDir(), "-repeat", "2"},
 		{"-plot", "x.gif", "-records", "10", "-policies", "fake", "-workloads", "c", "-ops", "1"},
 		{"positional"},
 	}
