@@ -30,13 +30,16 @@
 // The workloads run one after another on each store; one that follows a
 // workload that wrote starts once the store's compactions have settled, as
 // the first starts after the load. Each workload also reports the stores'
-// peak memtable memory and the process's peak resident set; -repeat N runs
-// everything N times in rotated store order and reports medians with their
-// ranges, and -markdown writes them as the tables of docs/BENCHMARKS.md.
-// With -interleave N the stores are loaded one after another and then run
-// each workload together, taking turns of N operations (interleave.go,
+// peak memtable memory and (-interleave 0) the process's peak resident
+// set; -repeat N runs everything N times in rotated store order and
+// reports medians with their ranges, and -markdown writes them as the
+// tables of docs/BENCHMARKS.md.
+// The stores are loaded one after another and then run each workload
+// together, taking turns of -interleave operations (10000; interleave.go,
 // schedule.go): each store's figures count its own turns, and a slow or
 // fast moment of a shared machine falls on all of them alike.
+// -interleave 0 runs each store's workloads alone, one store after
+// another, as -target and -write always do.
 //
 // Absent keys are a stored key plus "!", the workload's name and the seed: they sort
 // right after a stored key, inside the tables' key ranges, so only filters

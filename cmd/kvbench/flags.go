@@ -22,7 +22,7 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, usageText, defaultRecordCount(), defaultWorkloads, strings.Join(defaultKVPolicies, ", "), defaultMemTable>>20,
-			defaultTargetFile>>20, defaultL0Trigger, defaultCache>>20, strings.Join(ycsb.BuiltinNames(), ", "))
+			defaultTargetFile>>20, defaultL0Trigger, defaultCache>>20, defaultInterleave, strings.Join(ycsb.BuiltinNames(), ", "))
 		fs.PrintDefaults()
 		fmt.Fprintf(stderr, "\nPolicies available in this build: %s\n", strings.Join(allPolicies(), ","))
 	}
@@ -49,7 +49,7 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.tableFormat, "table-format", "columnar", "block layout of the adaptkv stores' tables: columnar or row (kv.Options.TableFormat;\ntheir flushes write row blocks either way; the Pebble peers write Pebble's default, row)")
 	fs.IntVar(&o.calibrate, "calibrate", 20000, "fresh keys per calibration pass (eps and checks per Get for the FP bound)")
 	fs.IntVar(&o.repeat, "repeat", 1, "run everything N times, run i with seed -seed+i and the stores in an order rotated by i*stores/N;\nthe table shows each figure's median over the runs (ops/s and FP/1k gets with their min-max), -json and -csv every run's rows")
-	fs.Uint64Var(&o.interleave, "interleave", 0, "run each workload on all stores at once, taking turns of N operations (a store's figures count its\nturns only), so that every store meets the machine's slow and fast moments alike; loads stay one store at a time\n(0: each store runs its workloads alone, one store after another)")
+	fs.Uint64Var(&o.interleave, "interleave", defaultInterleave, "run each workload on all stores at once, taking turns of N operations (a store's figures count its\nturns only), so that every store meets the machine's slow and fast moments alike; loads stay one store at a time\n(0: each store runs its workloads alone, one store after another, as -target and -write always do)")
 	fs.BoolVar(&o.direct, "direct", false, "cold storage: every store reads its tables around the OS page cache (O_DIRECT; kv.Options.DirectReads,\nthe Pebble peers through the same reads), so the block cache is the only cache; Linux")
 	fs.StringVar(&o.fixRule, "fix", "default", "which false positives the adaptkv stores' adaptive filters fix (kv.Options.FixRule): default (cached),\nevery, repeated (keys the known-negative record holds), auto (every one while absent keys repeat, else those of\nkeys asked before), or cached (a key's first false positive cached per table, fixed when it comes back; with -direct\nwhen it comes back after the cache let it go)")
 	fs.BoolVar(&o.fixInline, "fix-inline", false, "the adaptkv stores' Gets make their fixes themselves (kv.Options.FixInline) instead of queueing them\nto the store's background goroutine")
@@ -112,7 +112,10 @@ func (o *options) check() (sstable.Format, error) {
 		return none, errors.New("-dir with -repeat: a kept store is reused as the previous run left it (grown, adapted), so the runs would not start alike; repeat without -dir")
 	}
 	if o.interleave > 0 && (o.target > 0 || o.writeMode) {
-		return none, errors.New("-interleave: not with -target (a paced store would hold its turn) or -write")
+		if o.interleaveSet {
+			return none, errors.New("-interleave: not with -target (a paced store would hold its turn) or -write")
+		}
+		o.interleave = 0 // the default gives way
 	}
 	if !(o.target == 0 || (o.target >= 1 && o.target <= 1e9)) {
 		return none, fmt.Errorf("-target %v: want 0 (unthrottled) or operations per second in [1, 1e9]", o.target)

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"flag"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -83,7 +85,7 @@ func TestTakeTurns(t *testing.T) {
 func TestInterleave(t *testing.T) {
 	args := []string{"-policies", "fake,fakeadaptive,bloom", "-workloads", "negzipf,churn,adversary", "-records", "3000",
 		"-ops", "2000", "-calibrate", "200", "-seed", "3"}
-	_, alone, _ := runJSON(t, args...)
+	_, alone, _ := runJSON(t, append(args, "-interleave", "0")...)
 	_, together, _ := runJSON(t, append(args, "-interleave", "128")...)
 	require.Len(t, together, len(alone))
 	key := func(r *Result) string { return r.Policy + "/" + r.Workload }
@@ -122,4 +124,34 @@ func TestInterleave(t *testing.T) {
 	var out strings.Builder
 	require.ErrorContains(t, run([]string{"-interleave", "10", "-target", "100", "-q"}, &out, &out), "-interleave")
 	require.ErrorContains(t, run([]string{"-interleave", "10", "-write", "-q"}, &out, &out), "-interleave")
+}
+
+// TestInterleaveDefault: the stores take turns unless told otherwise, and
+// the default gives way to -target and -write (which run stores alone)
+// where an -interleave given is an error.
+func TestInterleaveDefault(t *testing.T) {
+	parse := func(args ...string) (options, error) {
+		var o options
+		fs := o.flagSet(io.Discard)
+		require.NoError(t, fs.Parse(args))
+		fs.Visit(func(f *flag.Flag) { o.interleaveSet = o.interleaveSet || f.Name == "interleave" })
+		_, err := o.check()
+		return o, err
+	}
+	o, err := parse()
+	require.NoError(t, err)
+	require.Equal(t, uint64(defaultInterleave), o.interleave)
+	for _, args := range [][]string{{"-target", "1000"}, {"-write"}, {"-interleave", "0"}} {
+		o, err := parse(args...)
+		require.NoError(t, err, "%v", args)
+		require.Zero(t, o.interleave, "%v", args)
+	}
+	_, err = parse("-interleave", "10000", "-target", "1000")
+	require.ErrorContains(t, err, "-interleave")
+
+	_, results, _ := runJSON(t, "-policies", "fake,fakeadaptive", "-workloads", "negzipf", "-records", "2000",
+		"-ops", "1000", "-calibrate", "100")
+	for _, r := range results {
+		require.Nil(t, r.RSSPeakBytes, "%s: the stores took turns, sharing the process", r.Policy)
+	}
 }

@@ -27,6 +27,9 @@ const (
 	defaultTargetFile = 2 << 20
 	defaultL0Trigger  = 4
 	defaultCache      = 64 << 20
+	// defaultInterleave is the operations a store runs a turn while the
+	// stores take turns (-interleave): about 5-50 ms of a read workload.
+	defaultInterleave = 10000
 	// maxValueSize bounds -value-size (a record is one value).
 	maxValueSize = 1 << 20
 )
@@ -67,12 +70,13 @@ L6, so "pebble" checks fewer filters per Get (the checks/get column) than
 "pebble-l6" and the adaptkv stores, which check every level; the L6 table
 it then probes for an absent key counts as a probe and a false positive.
 
-Each workload reports its stores' peak memtable memory and the process's
-peak resident set. With -repeat N everything runs N times, the stores in
+Each workload reports its stores' peak memtable memory and, with
+-interleave 0, the process's peak resident set. With -repeat N everything runs N times, the stores in
 a rotated order and run i with seed -seed+i, and the table shows medians.
-With -interleave N the stores run each workload at once, taking turns of N
-operations (a store's time is that of its own turns): on a machine whose
-speed drifts, every store meets the same moments.
+The stores run each workload at once, taking turns of -interleave
+operations (%d; a store's time is that of its own turns): on a machine
+whose speed drifts, every store meets the same moments. -interleave 0 runs
+each store's workloads alone, one store after another.
 
 With -write it runs write streams instead: for every combination of
 -write-values, -write-writers, -write-sync and -write-keys, each store
@@ -128,6 +132,7 @@ type options struct {
 	write                   writeFlags
 	quiet                   bool
 	recordsSet              bool
+	interleaveSet           bool // -interleave was given (its default gives way to -target and -write)
 }
 
 // run is kvbench's main: it parses args, runs the benchmark, and writes the
@@ -142,8 +147,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments %q (flags only; see -h)", fs.Args())
 	}
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "records" {
+		switch f.Name {
+		case "records":
 			o.recordsSet = true
+		case "interleave":
+			o.interleaveSet = true
 		}
 	})
 	tableFormat, err := o.check()
