@@ -71,8 +71,9 @@ L6, so "pebble" checks fewer filters per Get (the checks/get column) than
 it then probes for an absent key counts as a probe and a false positive.
 
 Each workload reports its stores' peak memtable memory and, with
--interleave 0, the process's peak resident set. With -repeat N everything runs N times, the stores in
-a rotated order and run i with seed -seed+i, and the table shows medians.
+-interleave 0, the process's peak resident set. With -repeat N everything
+runs N times, the stores in a rotated order and run i with seed -seed+i,
+and the table shows medians.
 The stores run each workload at once, taking turns of -interleave
 operations (%d; a store's time is that of its own turns): on a machine
 whose speed drifts, every store meets the same moments. -interleave 0 runs
