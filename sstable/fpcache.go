@@ -80,12 +80,6 @@ func (c *fpCache) locate(key []byte) (set int, tag uint64) {
 	return int(h & uint64(c.capacity/fpWays-1)), h>>56 | 1
 }
 
-// set returns the index of key's set.
-func (c *fpCache) set(key []byte) int {
-	set, _ := c.locate(key)
-	return set
-}
-
 // has reports whether the cache holds key.
 func (c *fpCache) has(key []byte) bool {
 	p := c.slots.Load()

@@ -44,7 +44,7 @@ func newestPerSet(c *fpCache, fps []int) map[int]bool {
 	newest := map[int]bool{}
 	perSet := map[int]int{}
 	for j := len(fps) - 1; j >= 0; j-- {
-		set := c.set(absentKey(fps[j]))
+		set, _ := c.locate(absentKey(fps[j]))
 		if perSet[set] < fpWays {
 			newest[fps[j]] = true
 			perSet[set]++
