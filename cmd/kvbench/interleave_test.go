@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -134,7 +133,7 @@ func TestInterleaveDefault(t *testing.T) {
 		var o options
 		fs := o.flagSet(io.Discard)
 		require.NoError(t, fs.Parse(args))
-		fs.Visit(func(f *flag.Flag) { o.interleaveSet = o.interleaveSet || f.Name == "interleave" })
+		o.noteSet(fs)
 		_, err := o.check()
 		return o, err
 	}

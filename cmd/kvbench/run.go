@@ -136,6 +136,18 @@ type options struct {
 	interleaveSet           bool // -interleave was given (its default gives way to -target and -write)
 }
 
+// noteSet records which of the flags whose defaults give way were given.
+func (o *options) noteSet(fs *flag.FlagSet) {
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "records":
+			o.recordsSet = true
+		case "interleave":
+			o.interleaveSet = true
+		}
+	})
+}
+
 // run is kvbench's main: it parses args, runs the benchmark, and writes the
 // table to stdout (or stderr when the JSON goes to stdout).
 func run(args []string, stdout, stderr io.Writer) error {
@@ -147,14 +159,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q (flags only; see -h)", fs.Args())
 	}
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "records":
-			o.recordsSet = true
-		case "interleave":
-			o.interleaveSet = true
-		}
-	})
+	o.noteSet(fs)
 	tableFormat, err := o.check()
 	if err != nil {
 		return err
