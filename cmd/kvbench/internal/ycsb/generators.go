@@ -114,7 +114,10 @@ func (z *Zipfian) NextN(items uint64) uint64 {
 	if uz < 1+z.halfPowTh {
 		return z.base + 1
 	}
-	r := uint64(float64(items) * math.Pow(z.eta*u-z.eta+1, z.alpha))
+	// x^alpha as exp(alpha ln x): math.Pow takes alpha = 1/(1-θ) = 100
+	// apart into integer powers and costs 74 ns a draw here, this 23; the
+	// rank differs in about one draw in 10^7 (the last bits of the power).
+	r := uint64(float64(items) * math.Exp(z.alpha*math.Log(z.eta*u-z.eta+1)))
 	if r >= items { // guard float rounding at u -> 1
 		r = items - 1
 	}
