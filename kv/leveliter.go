@@ -42,7 +42,7 @@ func (l *levelIter) open(i int) bool {
 		return false
 	}
 	if l.db != nil {
-		h, err := l.db.tc.get(l.tables[i].FileNum)
+		h, err := l.db.tc.getTable(l.tables[i])
 		if err != nil {
 			l.err = err
 			return false

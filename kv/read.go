@@ -294,7 +294,7 @@ func (db *DB) gotFromTable(key, v []byte, err error) ([]byte, error) {
 // only). done reports that a version was found: a value, or a tombstone
 // (then the error is ErrNotFound), or one deleted by *rd (errRangeDeleted).
 func (db *DB) getFromTable(t *base.TableMeta, key []byte, seq uint64, rd *uint64) (value []byte, done bool, err error) {
-	h, err := db.tc.get(t.FileNum)
+	h, err := db.tc.getTable(t)
 	if err != nil {
 		return nil, true, err
 	}

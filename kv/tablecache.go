@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/adaptkv/adaptkv/filterpolicy"
+	"github.com/adaptkv/adaptkv/internal/base"
 	"github.com/adaptkv/adaptkv/kv/internal/striped"
 	"github.com/adaptkv/adaptkv/sstable"
 	"github.com/cockroachdb/pebble/v2"
@@ -26,6 +27,8 @@ import (
 // eviction instead of LRU list moves). Releasing drops the reference; only
 // the release of a removed entry, or any release while the cache is over
 // its size, takes the lock. Opening, eviction and closing stay under mu.
+// A read that holds the table's metadata finds the entry in the metadata's
+// slot instead of the map (getTable); a closing entry leaves its slots.
 // See docs/ARCHITECTURE.md, "One read, end to end".
 //
 // The cache owns one reference to the block cache. closeAll closes the idle
@@ -89,6 +92,9 @@ type tcEntry struct {
 	gone   atomic.Bool // removed from the cache while in use: close on last release
 	dead   bool        // claimed for closing (under mu)
 	ready  chan struct{}
+	// metas are the tables' metadata whose Open slot holds this entry
+	// (getTable); closing the entry clears them (under mu).
+	metas []*base.TableMeta
 }
 
 // tcHandle is a referenced entry: what get returns and release takes.
@@ -153,6 +159,39 @@ func (tc *tableCache) get(fn uint64) (tcHandle, error) {
 		}
 	}
 	return tc.getSlow(fn)
+}
+
+// getTable is get for the table t describes, found through t.Open while
+// the table stays open: a read holding the metadata (a version's level)
+// skips the map. An entry is put in a slot once it is open, by the get
+// that found it in the map, and taken out when it closes, so a slot never
+// keeps a closed reader's memory.
+func (tc *tableCache) getTable(t *base.TableMeta) (tcHandle, error) {
+	if e, _ := t.Open.Load().(*tcEntry); e != nil && !e.gone.Load() {
+		if ref, ok := e.refs.TryAcquire(); ok {
+			if !e.used.Load() {
+				e.used.Store(true)
+			}
+			return tcHandle{e, ref}, nil
+		}
+	}
+	h, err := tc.get(t.FileNum)
+	if err == nil {
+		tc.remember(t, h.tcEntry)
+	}
+	return h, err
+}
+
+// remember puts e, open and referenced by the caller, in t's slot, unless
+// it is leaving the cache.
+func (tc *tableCache) remember(t *base.TableMeta, e *tcEntry) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if cur, _ := t.Open.Load().(*tcEntry); cur == e || e.dead || e.gone.Load() {
+		return
+	}
+	t.Open.Store(e)
+	e.metas = append(e.metas, t)
 }
 
 // getSlow is get for a table not open (or opening, failed, or being closed).
@@ -270,6 +309,10 @@ func (tc *tableCache) evictLocked() {
 }
 
 func (tc *tableCache) closeLocked(e *tcEntry) {
+	for _, t := range e.metas {
+		t.Open.CompareAndSwap(e, (*tcEntry)(nil))
+	}
+	e.metas = nil
 	if e.r == nil {
 		return // failed, closed or still opening
 	}

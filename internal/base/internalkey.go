@@ -3,6 +3,7 @@ package base
 import (
 	"bytes"
 	"cmp"
+	"sync/atomic"
 )
 
 // KeyKind is the kind of an internal key. The values match Pebble's
@@ -88,4 +89,31 @@ type TableMeta struct {
 	FileNum, Size     uint64
 	Smallest, Largest InternalKey
 	HasRangeDels      bool
+	// Open is the store's slot on this table (not in the manifest): kv's
+	// table cache keeps the table's open reader there while it is open, so
+	// that a read holding the metadata finds it without a map lookup.
+	Open Slot
 }
+
+// Slot holds one value, loaded and stored atomically. It must not be
+// copied after first use (go vet's copylocks checks).
+type Slot struct {
+	_ noCopy
+	v atomic.Value
+}
+
+// Load returns the value last stored (nil: none).
+func (s *Slot) Load() any { return s.v.Load() }
+
+// Store sets the value; every value stored in one slot has the same type.
+func (s *Slot) Store(v any) { s.v.Store(v) }
+
+// CompareAndSwap stores new if the slot holds old, and reports whether it
+// did.
+func (s *Slot) CompareAndSwap(old, new any) bool { return s.v.CompareAndSwap(old, new) }
+
+// noCopy makes go vet's copylocks report copies of the struct holding it.
+type noCopy struct{}
+
+func (*noCopy) Lock()   {}
+func (*noCopy) Unlock() {}
