@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/adaptkv/adaptkv/internal/base"
+	"github.com/adaptkv/adaptkv/internal/manifest"
 	"github.com/adaptkv/adaptkv/internal/merging"
 	"github.com/adaptkv/adaptkv/internal/rangedel"
 	"github.com/adaptkv/adaptkv/kv/internal/memtable"
@@ -233,10 +234,10 @@ func (s *iterState) build() error {
 		}
 	}
 	for i := len(v.L0Sublevels) - 1; i >= 0; i-- {
-		addLevel(withinBounds(v.L0Sublevels[i], s.lower, s.upper))
+		addLevel(withinBounds(v.L0Sublevels[i], &v.L0Search[i], s.lower, s.upper))
 	}
-	for _, ts := range v.BelowL0 {
-		addLevel(withinBounds(ts, s.lower, s.upper))
+	for l, ts := range v.BelowL0 {
+		addLevel(withinBounds(ts, &v.BelowL0Search[l], s.lower, s.upper))
 	}
 	s.children, s.withRangeDels = children, withRangeDels
 	if len(withRangeDels) > 0 {
@@ -260,9 +261,9 @@ func (s *iterState) build() error {
 // withinBounds returns the tables of a sorted run (an L0 sublevel or a
 // level below L0: no two overlap) that overlap [lower, upper): a
 // contiguous run of them.
-func withinBounds(ts []*base.TableMeta, lower, upper []byte) []*base.TableMeta {
+func withinBounds(ts []*base.TableMeta, search *manifest.Search, lower, upper []byte) []*base.TableMeta {
 	if lower != nil {
-		ts = ts[sort.Search(len(ts), func(i int) bool { return bytes.Compare(ts[i].Largest.UserKey, lower) >= 0 }):]
+		ts = ts[search.Find(ts, lower):]
 	}
 	if upper != nil {
 		ts = ts[:sort.Search(len(ts), func(i int) bool { return bytes.Compare(ts[i].Smallest.UserKey, upper) >= 0 })]

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"sort"
 	"sync/atomic"
 	"time"
 
@@ -242,7 +241,7 @@ func (db *DB) getIn(rs readView, key []byte) ([]byte, error) {
 	probed := false // some table was consulted: an absent key is recorded
 	for s := len(rs.v.L0Sublevels) - 1; s >= 0; s-- {
 		ts := rs.v.L0Sublevels[s]
-		i := sort.Search(len(ts), func(i int) bool { return bytes.Compare(ts[i].Largest.UserKey, key) >= 0 })
+		i := rs.v.L0Search[s].Find(ts, key)
 		if i == len(ts) || bytes.Compare(ts[i].Smallest.UserKey, key) > 0 {
 			continue
 		}
@@ -254,8 +253,8 @@ func (db *DB) getIn(rs readView, key []byte) ([]byte, error) {
 	}
 	// Then one table per level (two if a key's versions end one table and
 	// start the next, which the compaction package never produces).
-	for _, ts := range rs.v.BelowL0 {
-		i := sort.Search(len(ts), func(i int) bool { return bytes.Compare(ts[i].Largest.UserKey, key) >= 0 })
+	for l, ts := range rs.v.BelowL0 {
+		i := rs.v.BelowL0Search[l].Find(ts, key)
 		for ; i < len(ts) && bytes.Compare(ts[i].Smallest.UserKey, key) <= 0; i++ {
 			probed = true
 			v, done, err := db.getFromTable(ts[i], key, rs.seq, &rd)

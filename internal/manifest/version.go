@@ -1,6 +1,7 @@
 // Package manifest holds the LSM tree's metadata: the tables of each level
-// as an immutable Version (with L0's sublevels computed once, when the
-// version is made), the VersionEdit that turns one version into the next
+// as an immutable Version (with L0's sublevels, and each sorted run's
+// Search for point reads, computed once, when the version is made), the
+// VersionEdit that turns one version into the next
 // and its encoding (a record of the manifest file), applying an edit to the
 // levels, and L0's structure (Sublevels for reads, Depth for picking).
 //
@@ -28,6 +29,9 @@ type Version struct {
 	// iterators visit only these (the levels above the base level hold
 	// none).
 	BelowL0 [][]*base.TableMeta
+	// L0Search and BelowL0Search are the Search of each run of
+	// L0Sublevels and BelowL0: a point read's binary search per level.
+	L0Search, BelowL0Search []Search
 }
 
 // NewVersion returns the version of levels, with its L0 sublevels and the
@@ -38,6 +42,14 @@ func NewVersion(levels [NumLevels][]*base.TableMeta) Version {
 		if len(ts) > 0 {
 			v.BelowL0 = append(v.BelowL0, ts)
 		}
+	}
+	v.L0Search = make([]Search, len(v.L0Sublevels))
+	for i, ts := range v.L0Sublevels {
+		v.L0Search[i] = NewSearch(ts)
+	}
+	v.BelowL0Search = make([]Search, len(v.BelowL0))
+	for i, ts := range v.BelowL0 {
+		v.BelowL0Search[i] = NewSearch(ts)
 	}
 	return v
 }
