@@ -64,7 +64,7 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.read, "read", "get", "how the adaptkv stores read points: get (DB.Get) or seekprefix (Iterator.SeekPrefixGE on an iterator reused\nwhile nothing is written, as pebble-l6 reads Pebble)")
 	fs.StringVar(&o.wal, "wal", "mapped", "how the adaptkv stores' WAL takes NoSync writes: mapped (the default: a shared mapping of the file on Linux's\nOS file system, else write), write (a write(2) per commit group; kv.Options.DisableWALMapping) or buffered\n(a buffer written back behind the writers, Pebble's NoSync; kv.Options.WALBufferNoSync)")
 	fs.BoolVar(&o.quiet, "q", false, "no progress bars")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof); a mixed workload's samples carry the labels\nstore=POLICY and workload=NAME, so -tagfocus splits stores that take turns")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof); a mixed workload's samples carry the labels\nstore=POLICY and workload=NAME, so -tagfocus 'store=^POLICY$' splits stores that take turns (a regexp: anchor it)")
 	fs.StringVar(&o.tracePath, "trace", "", "write an execution trace of the whole run to FILE (go tool trace): where slow writes wait")
 	return fs
 }

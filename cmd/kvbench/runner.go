@@ -235,7 +235,7 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 		go func(t int, n uint64) {
 			defer wg.Done()
 			// Labeled, so that a -cpuprofile of stores taking turns splits
-			// by store (go tool pprof -tagfocus store=POLICY).
+			// by store (go tool pprof -tagfocus 'store=^POLICY$').
 			pprof.Do(context.Background(), pprof.Labels("store", r.policy, "workload", w.Name), func(context.Context) {
 				m.worker(&stats[t], t, n)
 			})
