@@ -152,13 +152,19 @@ func (tc *tableCache) removeLocked(e *tcEntry) {
 func (tc *tableCache) get(fn uint64) (tcHandle, error) {
 	if e := (*tc.snap.Load())[fn]; e != nil && e.opened.Load() && e.err == nil {
 		if ref, ok := e.refs.TryAcquire(); ok {
-			if !e.used.Load() {
-				e.used.Store(true)
-			}
-			return tcHandle{e, ref}, nil
+			return e.handle(ref), nil
 		}
 	}
 	return tc.getSlow(fn)
+}
+
+// handle returns the handle of reference ref on e and sets e's clock bit
+// (a load first: the bit is set already for a table in use).
+func (e *tcEntry) handle(ref striped.Ref) tcHandle {
+	if !e.used.Load() {
+		e.used.Store(true)
+	}
+	return tcHandle{e, ref}
 }
 
 // getTable is get for the table t describes, found through t.Open while
@@ -169,10 +175,7 @@ func (tc *tableCache) get(fn uint64) (tcHandle, error) {
 func (tc *tableCache) getTable(t *base.TableMeta) (tcHandle, error) {
 	if e, _ := t.Open.Load().(*tcEntry); e != nil && !e.gone.Load() {
 		if ref, ok := e.refs.TryAcquire(); ok {
-			if !e.used.Load() {
-				e.used.Store(true)
-			}
-			return tcHandle{e, ref}, nil
+			return e.handle(ref), nil
 		}
 	}
 	h, err := tc.get(t.FileNum)
