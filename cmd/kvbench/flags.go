@@ -69,6 +69,18 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// noteSet records which of the flags whose defaults give way were given.
+func (o *options) noteSet(fs *flag.FlagSet) {
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "records":
+			o.recordsSet = true
+		case "interleave":
+			o.interleaveSet = true
+		}
+	})
+}
+
 // check validates the flags that need no workload and returns the table
 // format -table-format names.
 func (o *options) check() (sstable.Format, error) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -134,18 +133,6 @@ type options struct {
 	quiet                   bool
 	recordsSet              bool
 	interleaveSet           bool // -interleave was given (its default gives way to -target and -write)
-}
-
-// noteSet records which of the flags whose defaults give way were given.
-func (o *options) noteSet(fs *flag.FlagSet) {
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "records":
-			o.recordsSet = true
-		case "interleave":
-			o.interleaveSet = true
-		}
-	})
 }
 
 // run is kvbench's main: it parses args, runs the benchmark, and writes the
