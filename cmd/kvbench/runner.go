@@ -186,12 +186,9 @@ func newKeyLog(c int) []uint64 {
 // stored key: plain reads split by negativeproportion, and
 // read-modify-writes (which read stored keys).
 func keyLogShares(w *ycsb.Workload) (absent, present float64) {
-	total := w.ReadProportion + w.UpdateProportion + w.InsertProportion + w.ScanProportion + w.ReadModifyWriteProportion
-	if total <= 0 {
-		return 0, 0
-	}
-	reads := w.ReadProportion / total
-	return reads * w.NegativeProportion, reads*(1-w.NegativeProportion) + w.ReadModifyWriteProportion/total
+	mix := w.Mix()
+	reads, rmws := mix[0], mix[4]
+	return reads * w.NegativeProportion, reads*(1-w.NegativeProportion) + rmws
 }
 
 // mixedRun is what the workers of one run of a mixed workload share.

@@ -65,6 +65,24 @@ type Workload struct {
 // ValueSize is the size of a stored value in bytes.
 func (w *Workload) ValueSize() int { return w.FieldCount * w.FieldLength }
 
+// Mix returns the operations' shares, in the order read, update, insert,
+// scan, read-modify-write: the proportions as written, normalized to sum
+// to 1 (all zero when the proportions are).
+func (w *Workload) Mix() [5]float64 {
+	p := [5]float64{w.ReadProportion, w.UpdateProportion, w.InsertProportion, w.ScanProportion, w.ReadModifyWriteProportion}
+	total := 0.0
+	for _, x := range p {
+		total += x
+	}
+	if total <= 0 {
+		return [5]float64{}
+	}
+	for i := range p {
+		p[i] /= total
+	}
+	return p
+}
+
 // defaults returns YCSB's CoreWorkload defaults, except that a record is one
 // 100-byte field (kvbench stores single values).
 func defaults() Workload {

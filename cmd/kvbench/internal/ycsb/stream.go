@@ -69,14 +69,9 @@ func NewStream(w *Workload, records, ops uint64, counter *Counter, seed uint64) 
 	} else {
 		s.neg = NewScrambledZipfian(rng, 0, universe, w.ZipfianConstant)
 	}
-	p := []float64{w.ReadProportion, w.UpdateProportion, w.InsertProportion, w.ScanProportion, w.ReadModifyWriteProportion}
-	total := 0.0
-	for _, x := range p {
-		total += x
-	}
 	acc := 0.0
-	for i, x := range p {
-		acc += x / total
+	for i, x := range w.Mix() {
+		acc += x
 		s.cum[i] = acc
 	}
 	s.cum[4] = 1
