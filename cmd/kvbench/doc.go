@@ -41,6 +41,15 @@
 // -interleave 0 runs each store's workloads alone, one store after
 // another, as -target and -write always do.
 //
+// Throughput counts the store's own time. Each operation is timed between
+// two clock reads around the store's call alone; drawing the next
+// operation, formatting its key, filling its value and counting it happen
+// outside them, and the time between one call's end and the next one's
+// start comes off the elapsed time (runner.go, worker), as the adversary
+// times only its Gets: kvbench's own work, about a tenth of a microsecond
+// an operation and the same for every store, does not dilute the ratios
+// between stores. A paced run (-target) counts its wall time.
+//
 // Absent keys are a stored key plus "!", the workload's name and the seed: they sort
 // right after a stored key, inside the tables' key ranges, so only filters
 // can rule them out; each workload has its own absent universe, so the

@@ -125,6 +125,10 @@ func checksPerGet(r *Result) float64 {
 
 // tableNotes explains the columns once, below the table.
 const tableNotes = `
+ops/s: operations per second of the store's own time (its calls, each
+timed between two clock reads; kvbench's work between them, drawing and
+formatting the next operation and counting the last, is not counted);
+p50/p99/p99.9: the calls' latency.
 checks/get: filter checks per Get (tables whose key range holds the key);
 probes/get: table probes per Get (the filters' "maybe" answers, plus
 pebble's unfiltered L6 probes) = read amplification.
@@ -155,9 +159,8 @@ every level, so a present key also checks the filters of the levels below
 the one holding it. Pebble does not split probes into true/false
 positives: FP is known only when every read is of an absent key;
 data-block reads and adaptation counters are n/a.
-adversary: ops/s counts Get time only (kvbench reads the store's false-
-positive counter, a few atomic loads, around every Get to see false
-positives); final-round FP rate is FP probes
+adversary: kvbench reads the store's false-positive counter, a few atomic
+loads, around every Get to see false positives; final-round FP rate is FP probes
 per Get in the last round (above 1 when one key fools several tables).
 With -repeat, each figure is its median over the runs.
 `

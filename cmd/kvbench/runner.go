@@ -154,12 +154,12 @@ func (r *runner) calibrate(k int) (calibration, error) {
 
 type workerStats struct {
 	hist                          histogram
-	untimed                       time.Duration // in getObserver.AfterGet
+	untimed                       time.Duration // between the store's calls (unpaced): kvbench's own
 	ops, reads, absent, notFound  uint64
 	updates, inserts, scans, rmws uint64
-	// The keys read, absent and stored: logged in the timed loop (an
-	// append), counted into the run's sets of unique keys after it (a
-	// set's word is a cache miss per read).
+	// The keys read, absent and stored: logged after each call (an
+	// append), counted into the run's sets of unique keys after the run
+	// (a set's word is a cache miss per read).
 	absentKeys, presentKeys []uint64
 	err                     error
 }
@@ -170,16 +170,6 @@ type workerStats struct {
 func keyLogCap(n uint64, share float64) int {
 	want := share*float64(n) + 4*math.Sqrt(float64(n)) + 1024
 	return int(min(n, 1<<22, uint64(want)))
-}
-
-// newKeyLog returns an empty key log of capacity c whose memory is
-// already written once: the operating system maps a page at its first
-// write (12 us a 4 KiB page on a VM, 23 ns a key), which would otherwise
-// fall in the timed loop and count against every store.
-func newKeyLog(c int) []uint64 {
-	s := make([]uint64, c)
-	clear(s) // the make maps nothing yet; this writes every page
-	return s[:0]
 }
 
 // keyLogShares are the shares of w's operations that log an absent and a
@@ -223,8 +213,8 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 		if uint64(t) < ops%uint64(r.threads) {
 			share[t]++
 		}
-		stats[t].absentKeys = newKeyLog(keyLogCap(share[t], absentShare))
-		stats[t].presentKeys = newKeyLog(keyLogCap(share[t], presentShare))
+		stats[t].absentKeys = make([]uint64, 0, keyLogCap(share[t], absentShare))
+		stats[t].presentKeys = make([]uint64, 0, keyLogCap(share[t], presentShare))
 	}
 	m.start = time.Now()
 	for t, n := range share {
@@ -240,9 +230,10 @@ func (r *runner) run(w *ycsb.Workload, ops uint64, cal calibration) (*Result, er
 	}
 	wg.Wait()
 	elapsed := r.turn.elapsed(time.Since(m.start))
-	// The store's accounting after each Get is not the store's work: its
-	// time comes off the elapsed time (exactly with one worker, the
-	// workers' mean with several).
+	// kvbench's work between the store's calls (drawing and formatting
+	// the next operation, counting the last, the store's accounting after
+	// a Get) comes off the elapsed time: exactly with one worker, the
+	// workers' mean with several.
 	var untimed time.Duration
 	for i := range stats {
 		untimed += stats[i].untimed
@@ -301,6 +292,16 @@ func monotonic() time.Duration { return time.Since(clockBase) }
 
 // worker runs n operations of worker t's stream, paced, counting them
 // into st; the first error ends it (st.err).
+//
+// An operation is timed around the store's call alone: its key is
+// formatted and its value filled before the first clock read, and what
+// follows the second (counting, the key log, the store's AfterGet) is
+// kvbench's. The time between one call's end and the next one's start
+// goes to st.untimed, which run takes off the elapsed time, so that ops/s
+// is operations per second of the store's calls; a wait for the store's
+// turn is not in it (the clock is read again after one), and a paced run
+// (-target) counts nothing there: its wall time is its rate. Two clock
+// reads an operation are what remains of kvbench.
 func (m *mixedRun) worker(st *workerStats, t int, n uint64) {
 	s := ycsb.NewStream(m.w, m.records, m.ops, m.counter, workloadSeed(m.seed, m.w.Name, t))
 	if m.w.NegativeShift > 0 {
@@ -311,19 +312,28 @@ func (m *mixedRun) worker(st *workerStats, t int, n uint64) {
 	pace := newPacer(m.target/float64(m.threads), m.start)
 	turn := m.turn.worker()
 	defer turn.finish()
+	var left time.Duration // when the worker last left a store call, or a wait
 	for i := uint64(0); i < n; i++ {
-		turn.step(i)
-		pace.wait(i)
+		waited := turn.step(i)
+		if pace.wait(i) || waited || i == 0 {
+			left = monotonic()
+		}
 		op := s.Next()
+		key = m.prepare(s, op, key, val)
 		t0 := monotonic()
-		var read, found bool // a Get ran; what it found
-		var err error
-		key, read, found, err = m.do(st, s, op, key, val)
-		st.hist.record(monotonic() - t0)
+		found, err := m.call(op, key, val)
+		t1 := monotonic()
+		st.hist.record(t1 - t0)
+		if pace.interval == 0 {
+			st.untimed += t0 - left
+		}
+		left = t1
+		read := m.count(st, op, found, err)
+		if err == nil && op.Kind == ycsb.OpReadAbsent && found {
+			err = fmt.Errorf("absent key %q found", key)
+		}
 		if m.obs != nil && read && err == nil {
-			t1 := monotonic()
 			err = m.obs.AfterGet(key, found)
-			st.untimed += monotonic() - t1
 		}
 		st.ops++
 		if err != nil {
@@ -334,61 +344,70 @@ func (m *mixedRun) worker(st *workerStats, t int, n uint64) {
 	}
 }
 
-// do runs op with key (a buffer it returns, refilled) and val, counting it
-// into st; read says whether a Get ran and found what it found.
-func (m *mixedRun) do(st *workerStats, s *ycsb.Stream, op ycsb.Op, key, val []byte) (_ []byte, read, found bool, err error) {
+// prepare formats op's key into key (a buffer it returns, refilled) and,
+// for an operation that writes, fills val from s.
+func (m *mixedRun) prepare(s *ycsb.Stream, op ycsb.Op, key, val []byte) []byte {
+	if op.Kind == ycsb.OpReadAbsent {
+		return ycsb.AppendAbsentKey(key[:0], op.Key, m.salt)
+	}
 	switch op.Kind {
-	case ycsb.OpRead:
-		read = true
-		key, found, err = m.getStored(st, key, op.Key)
+	case ycsb.OpUpdate, ycsb.OpInsert, ycsb.OpReadModifyWrite:
+		s.FillValue(val)
+	}
+	return ycsb.AppendKey(key[:0], op.Key)
+}
+
+// call runs op on the store with its key and value; found is what a Get
+// (of a read or a read-modify-write) found.
+func (m *mixedRun) call(op ycsb.Op, key, val []byte) (found bool, err error) {
+	switch op.Kind {
+	case ycsb.OpRead, ycsb.OpReadAbsent:
+		return m.store.Get(key)
+	case ycsb.OpUpdate:
+		return false, m.store.Set(key, val)
+	case ycsb.OpInsert:
+		err = m.store.Set(key, val)
+		m.counter.Ack(op.Key)
+		return false, err
+	case ycsb.OpScan:
+		_, err = m.store.Scan(key, op.ScanLen)
+		return false, err
+	case ycsb.OpReadModifyWrite:
+		if found, err = m.store.Get(key); err == nil {
+			err = m.store.Set(key, val)
+		}
+		return found, err
+	}
+	return false, fmt.Errorf("unknown operation %v", op.Kind)
+}
+
+// count counts op, whose Get found what it found, into st, logging the
+// key it read; read says whether a Get ran.
+func (m *mixedRun) count(st *workerStats, op ycsb.Op, found bool, err error) (read bool) {
+	switch op.Kind {
+	case ycsb.OpRead, ycsb.OpReadModifyWrite:
+		st.reads++
+		st.presentKeys = append(st.presentKeys, op.Key)
+		if err == nil && !found {
+			st.notFound++
+		}
+		if op.Kind == ycsb.OpReadModifyWrite {
+			st.rmws++
+		}
+		return true
 	case ycsb.OpReadAbsent:
-		key = ycsb.AppendAbsentKey(key[:0], op.Key, m.salt)
-		read = true
-		found, err = m.store.Get(key)
 		st.reads++
 		st.absent++
 		st.absentKeys = append(st.absentKeys, op.Key)
-		if err == nil && found {
-			err = fmt.Errorf("absent key %q found", key)
-		}
+		return true
 	case ycsb.OpUpdate:
-		key = ycsb.AppendKey(key[:0], op.Key)
-		s.FillValue(val)
-		err = m.store.Set(key, val)
 		st.updates++
 	case ycsb.OpInsert:
-		key = ycsb.AppendKey(key[:0], op.Key)
-		s.FillValue(val)
-		err = m.store.Set(key, val)
-		m.counter.Ack(op.Key)
 		st.inserts++
 	case ycsb.OpScan:
-		key = ycsb.AppendKey(key[:0], op.Key)
-		_, err = m.store.Scan(key, op.ScanLen)
 		st.scans++
-	case ycsb.OpReadModifyWrite:
-		read = true
-		key, found, err = m.getStored(st, key, op.Key)
-		if err == nil {
-			s.FillValue(val)
-			err = m.store.Set(key, val)
-		}
-		st.rmws++
 	}
-	return key, read, found, err
-}
-
-// getStored reads stored key number k into key (a buffer it returns,
-// refilled), counting the read into st.
-func (m *mixedRun) getStored(st *workerStats, key []byte, k uint64) ([]byte, bool, error) {
-	key = ycsb.AppendKey(key[:0], k)
-	found, err := m.store.Get(key)
-	st.reads++
-	st.presentKeys = append(st.presentKeys, k)
-	if err == nil && !found {
-		st.notFound++
-	}
-	return key, found, err
+	return false
 }
 
 // add counts the operations of s into st.

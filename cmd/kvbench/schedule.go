@@ -25,14 +25,17 @@ func newPacer(rate float64, start time.Time) pacer {
 	return pacer{interval: time.Duration(float64(time.Second) / rate), start: start}
 }
 
-// wait returns when operation i is due, or less than pacerSlack before.
-func (p pacer) wait(i uint64) {
+// wait returns when operation i is due, or less than pacerSlack before;
+// true if it slept.
+func (p pacer) wait(i uint64) bool {
 	if p.interval == 0 {
-		return
+		return false
 	}
 	if d := time.Until(p.start.Add(time.Duration(i) * p.interval)); d > pacerSlack {
 		time.Sleep(d)
+		return true
 	}
+	return false
 }
 
 // storeTurn is one store's place in a workload whose stores take turns
@@ -83,16 +86,18 @@ type workerTurn struct {
 }
 
 // step is called before the worker's operation i: it waits for the
-// store's next turn before the first operation and after every per.
-func (w *workerTurn) step(i uint64) {
+// store's next turn before the first operation and after every per; true
+// if it waited.
+func (w *workerTurn) step(i uint64) bool {
 	if w == nil || (w.holding && i%w.t.per != 0) {
-		return
+		return false
 	}
 	if w.holding {
 		w.t.done <- false
 	}
 	<-w.t.run
 	w.holding = true
+	return true
 }
 
 // finish reports that the worker has run its last operation (or failed);
