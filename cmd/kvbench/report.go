@@ -127,8 +127,8 @@ func checksPerGet(r *Result) float64 {
 const tableNotes = `
 ops/s: operations per second of the store's own time (its calls, each
 timed between two clock reads; kvbench's work between them, drawing and
-formatting the next operation and counting the last, is not counted);
-p50/p99/p99.9: the calls' latency.
+formatting the next operation and counting the last, is not counted;
+with -target, the wall time); p50/p99/p99.9: the calls' latency.
 checks/get: filter checks per Get (tables whose key range holds the key);
 probes/get: table probes per Get (the filters' "maybe" answers, plus
 pebble's unfiltered L6 probes) = read amplification.
