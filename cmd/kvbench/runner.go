@@ -312,12 +312,12 @@ func (m *mixedRun) worker(st *workerStats, t int, n uint64) {
 	pace := newPacer(m.target/float64(m.threads), m.start)
 	turn := m.turn.worker()
 	defer turn.finish()
-	var left time.Duration // when the worker last left a store call, or a wait
+	var left time.Duration // when the worker last left a store call, or its turn began
 	for i := uint64(0); i < n; i++ {
-		waited := turn.step(i)
-		if pace.wait(i) || waited || i == 0 {
+		if turn.step(i) || i == 0 {
 			left = monotonic()
 		}
+		pace.wait(i)
 		op := s.Next()
 		key = m.prepare(s, op, key, val)
 		t0 := monotonic()
@@ -347,10 +347,9 @@ func (m *mixedRun) worker(st *workerStats, t int, n uint64) {
 // prepare formats op's key into key (a buffer it returns, refilled) and,
 // for an operation that writes, fills val from s.
 func (m *mixedRun) prepare(s *ycsb.Stream, op ycsb.Op, key, val []byte) []byte {
-	if op.Kind == ycsb.OpReadAbsent {
-		return ycsb.AppendAbsentKey(key[:0], op.Key, m.salt)
-	}
 	switch op.Kind {
+	case ycsb.OpReadAbsent:
+		return ycsb.AppendAbsentKey(key[:0], op.Key, m.salt)
 	case ycsb.OpUpdate, ycsb.OpInsert, ycsb.OpReadModifyWrite:
 		s.FillValue(val)
 	}

@@ -25,17 +25,14 @@ func newPacer(rate float64, start time.Time) pacer {
 	return pacer{interval: time.Duration(float64(time.Second) / rate), start: start}
 }
 
-// wait returns when operation i is due, or less than pacerSlack before;
-// true if it slept.
-func (p pacer) wait(i uint64) bool {
+// wait returns when operation i is due, or less than pacerSlack before.
+func (p pacer) wait(i uint64) {
 	if p.interval == 0 {
-		return false
+		return
 	}
 	if d := time.Until(p.start.Add(time.Duration(i) * p.interval)); d > pacerSlack {
 		time.Sleep(d)
-		return true
 	}
-	return false
 }
 
 // storeTurn is one store's place in a workload whose stores take turns
