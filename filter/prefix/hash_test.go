@@ -1,6 +1,7 @@
 package prefix
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -23,4 +24,21 @@ func TestMurmur128MatchesLibrary(t *testing.T) {
 	}
 	require.Equal(t, func() [2]uint64 { a, b := murmur3.Sum128WithSeed(nil, 7); return [2]uint64{a, b} }(),
 		func() [2]uint64 { a, b := murmur128(nil, 7); return [2]uint64{a, b} }())
+}
+
+// BenchmarkMurmur128 measures the filter's per-key hash on the key lengths
+// of the store's benchmarks (12: kv's benchKey) and kvbench's (23: "user"
+// and 19 digits), and on a 16-byte key (no tail).
+func BenchmarkMurmur128(b *testing.B) {
+	key := []byte("user0123456789012345678")
+	for _, n := range []int{12, 16, 23} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			var sink uint64
+			for b.Loop() {
+				h1, _ := murmur128(key[:n], 7)
+				sink += h1
+			}
+			_ = sink
+		})
+	}
 }
