@@ -76,12 +76,14 @@ func TestDirectReadsRejected(t *testing.T) {
 
 // TestFixCachedDirectReads: with DirectReads the default rules (FixCached,
 // RecordAuto) cache a false positive at its key's first sight, no fix and
-// no remote read, and take the key into the known-negative record, while
-// a store that is only read records none of its other absent Gets
-// (RecordAuto records while tables are rewritten). The key's return while
-// its table's cache holds it costs no probe and no fix; its return after
-// the cache let it go is fixed, and from then on it ends at the filter.
-// Stored keys are all found.
+// no remote read, and mark the key in the known-negative record (a
+// doorkeeper bit: the window's stream of new keys turned the doorkeeper
+// on; the slot comes at the key's second sight), while a store that is
+// only read records none of its other absent Gets (RecordAuto records
+// while tables are rewritten). The key's return while its table's cache
+// holds it costs no probe and no fix; its return after the cache let it
+// go is fixed, and from then on it ends at the filter. Stored keys are
+// all found.
 func TestFixCachedDirectReads(t *testing.T) {
 	const present, absent, flood = 100_000, 20_000, 200_000
 	opts := &Options{DirectReads: true, Filter: seededPolicy(t, "aprefix", 7), KnownNegatives: 8192, knownNegSeed: 7}
@@ -104,17 +106,21 @@ func TestFixCachedDirectReads(t *testing.T) {
 	first := askAbsent(t, db, absent)
 	m1 := db.Metrics()
 	require.Greater(t, first, uint64(20))
-	require.Equal(t, first, m1.FalsePositivesCached-m0.FalsePositivesCached, "first sight: cached")
-	require.Equal(t, m0.Adaptations, m1.Adaptations, "first sight: no fix")
-	require.Equal(t, m0.RemoteReads, m1.RemoteReads)
+	// A key whose doorkeeper bit another key set counts as asked before
+	// and is fixed at its first sight: about the share of bits set, under
+	// 2% here; first/10+2 is far in the tail (Sketch.Seen).
+	misjudged := m1.Adaptations - m0.Adaptations
+	require.LessOrEqual(t, misjudged, first/10+2, "first sight: (nearly) no fix")
+	require.Equal(t, first, m1.FalsePositivesCached-m0.FalsePositivesCached+misjudged, "first sight: cached")
+	require.True(t, misjudged > 0 || m1.RemoteReads == m0.RemoteReads, "no fix, no remote read")
 	taken := uint64(m1.KnownNegatives - m0.KnownNegatives)
-	require.LessOrEqual(t, taken, first, "only the false positives' keys recorded")
-	require.GreaterOrEqual(t, taken*10, first*9, "the false positives' keys recorded")
+	require.LessOrEqual(t, taken, misjudged, "first sights: doorkeeper bits, no slots")
 
 	second := askAbsent(t, db, absent)
 	m2 := db.Metrics()
 	require.LessOrEqual(t, second, first/4, "the cache answers: no probe")
-	require.Equal(t, second, m2.Adaptations-m1.Adaptations, "a key the cache let go: fixed (the record holds it)")
+	require.Equal(t, second, m2.Adaptations-m1.Adaptations, "a key the cache let go: fixed (the record saw it)")
+	require.Equal(t, second, uint64(m2.KnownNegatives-m1.KnownNegatives), "a second sight takes a slot")
 
 	// Other absent keys push the first ones out of the tables' caches; the
 	// first ones come back: fixed, held by the record.
@@ -126,7 +132,7 @@ func TestFixCachedDirectReads(t *testing.T) {
 	require.Greater(t, third, first/2, "the caches let most go")
 	fixed := m4.Adaptations - m3.Adaptations
 	require.LessOrEqual(t, fixed, third)
-	require.GreaterOrEqual(t, fixed*10, third*9, "returning keys the record holds: fixed")
+	require.GreaterOrEqual(t, fixed*10, third*9, "returning keys the record saw: fixed")
 	require.Positive(t, m4.RemoteReads-m3.RemoteReads)
 
 	fourth := askAbsent(t, db, absent)

@@ -74,8 +74,9 @@ func (db *DB) KnownNegativesError() error { return db.knErr }
 // fixRepeated is the table cache's sstable.ReaderOptions.FixFalsePositive
 // under FixRepeated and FixCached: fix a false positive only if the
 // known-negative record holds its key (asked before); a key it does not
-// hold takes a slot now (knownneg.Sketch.Seen), so its next false positive
-// is fixed. Under FixCached the table's cache of false positives takes the
+// hold takes a slot now, or while nearly all absent keys are new a bit of
+// the record's doorkeeper (knownneg.Sketch.Seen), so its next false
+// positive is fixed. Under FixCached the table's cache of false positives takes the
 // key meanwhile (sstable.ReaderOptions.CacheFalsePositives), so the next
 // false positive is the key's return after the cache let it go.
 func (db *DB) fixRepeated(key []byte) bool { return db.kn.Seen(key) }

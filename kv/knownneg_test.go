@@ -472,7 +472,7 @@ func TestFixDefault(t *testing.T) {
 }
 
 // TestFixCached: under FixRule FixCached a false positive of a key the
-// known-negative record does not hold goes to its table's cache of false
+// known-negative record has not seen goes to its table's cache of false
 // positives (no fix, no remote read), and the key's next Gets cost no
 // probe; a false positive of a key the record holds is fixed. Stored keys
 // are all found. With the record off the rule is FixEvery.
@@ -483,14 +483,19 @@ func TestFixCached(t *testing.T) {
 	first := askAbsent(t, db, absent)
 	m := db.Metrics()
 	require.Greater(t, first, uint64(20))
-	require.Equal(t, first, m.FalsePositivesCached, "first sight: cached")
-	require.Zero(t, m.Adaptations)
-	require.Zero(t, m.RemoteReads)
+	// A key whose doorkeeper bit another key set is fixed at its first
+	// sight (the load's window of new keys may turn the record's
+	// doorkeeper on; Sketch.Seen): about 1% of them, first/10+2 is far in
+	// the tail.
+	misjudged := m.Adaptations
+	require.LessOrEqual(t, misjudged, first/10+2, "first sight: (nearly) no fix")
+	require.Equal(t, first, m.FalsePositivesCached+misjudged, "first sight: cached")
+	require.True(t, misjudged > 0 || m.RemoteReads == 0, "no fix, no remote read: %d", m.RemoteReads)
 	// A table's cache holds its newest false positives per set of 8 slots:
 	// the few keys of a set that overflowed are false positives again.
 	second := askAbsent(t, db, absent)
 	require.LessOrEqual(t, second, first/4, "cached: no probe")
-	require.GreaterOrEqual(t, db.Metrics().CachedNegatives, first-second)
+	require.GreaterOrEqual(t, db.Metrics().CachedNegatives+misjudged, first-second)
 
 	// Keys the record holds (asked before) are fixed at their first false
 	// positive in a table.
@@ -522,11 +527,13 @@ func TestFixCached(t *testing.T) {
 
 // TestFixReturningKeys: the default rule in memory (FixCached without
 // DirectReads) caches a false positive at its key's first sight (the
-// record takes the key) and fixes it when the key comes back: the cache
+// record marks the key) and fixes it when the key comes back: the cache
 // answering for it, or, for the few keys the cache let go, the record
-// holding it; the second round makes one fix per key, the third ends every
-// lookup at the filters; keys asked once are never fixed. The record holds
-// every false positive's key; with RecordNever those only (with the
+// having seen it; the second round makes one fix per key, the third ends
+// every lookup at the filters; keys asked once are never fixed, but for a
+// few whose doorkeeper bit another key set (with RecordAuto, whose window
+// of new keys turns the record's doorkeeper on: Sketch.Seen). The record
+// holds every false positive's key; with RecordNever those only (with the
 // default, RecordAuto, the absent Gets of the window the load's Compact
 // opened too). Stored keys are all found.
 func TestFixReturningKeys(t *testing.T) {
@@ -543,8 +550,14 @@ func fixReturningKeys(t *testing.T, rule RecordRule) {
 	first := askAbsent(t, db, absent)
 	m1 := db.Metrics()
 	require.Greater(t, first, uint64(20))
-	require.Equal(t, first, m1.FalsePositivesCached, "first sight: cached")
-	require.Zero(t, m1.Adaptations, "first sight: no fix")
+	// About the share of doorkeeper bits set, 1% here: first/10+2 is far
+	// in the tail.
+	misjudged := m1.Adaptations
+	require.LessOrEqual(t, misjudged, first/10+2, "first sight: (nearly) no fix")
+	if rule == RecordNever {
+		require.Zero(t, misjudged, "no doorkeeper: no fix at a first sight")
+	}
+	require.Equal(t, first, m1.FalsePositivesCached+misjudged, "first sight: cached")
 
 	second := askAbsent(t, db, absent)
 	m2 := db.Metrics()
@@ -556,8 +569,8 @@ func fixReturningKeys(t *testing.T, rule RecordRule) {
 	// round goes on, so it happens in some runs and not others: one key
 	// in about a third of the -race runs with this seed). At most 2% of
 	// them.
-	require.GreaterOrEqual(t, returned+first/50+1, first-second)
-	require.Equal(t, returned+second, m2.Adaptations, "every key back: fixed (by the cache's answer, or as a false positive the record holds)")
+	require.GreaterOrEqual(t, returned+misjudged+first/50+1, first-second)
+	require.Equal(t, returned+second, m2.Adaptations-misjudged, "every key back: fixed (by the cache's answer, or as a false positive the record saw)")
 
 	third := askAbsent(t, db, absent)
 	m3 := db.Metrics()
@@ -569,7 +582,8 @@ func fixReturningKeys(t *testing.T, rule RecordRule) {
 		require.GreaterOrEqual(t, m3.KnownNegatives, int(first), "the false positives' keys recorded")
 	}
 
-	// Keys asked once: cached, never fixed.
+	// Keys asked once: cached, never fixed (but for a few the doorkeeper
+	// misjudges, as in the first round).
 	before := db.Metrics()
 	for i := absent; i < 2*absent; i++ {
 		_, err := db.Get(knKey(2*i + 1))
@@ -577,8 +591,14 @@ func fixReturningKeys(t *testing.T, rule RecordRule) {
 	}
 	db.tc.waitFixes()
 	after := db.Metrics()
+	fps := after.FalsePositiveProbes - before.FalsePositiveProbes
+	fixed := after.Adaptations - before.Adaptations
 	require.Positive(t, after.FalsePositivesCached-before.FalsePositivesCached)
-	require.Equal(t, before.Adaptations, after.Adaptations)
+	require.Equal(t, fps, after.FalsePositivesCached-before.FalsePositivesCached+fixed)
+	require.LessOrEqual(t, fixed, fps/10+2)
+	if rule == RecordNever {
+		require.Zero(t, fixed)
+	}
 	for i := 0; i < present; i++ {
 		_, err := db.Get(knKey(2 * i))
 		require.NoError(t, err, "no false negative: key %d", i)

@@ -192,8 +192,9 @@ type Options struct {
 	// while the cache holds it. Without DirectReads the key's return (the
 	// cache answering for it) fixes the filter and frees the entry. Either
 	// way a false positive takes its key a slot in the record (as
-	// FixRepeated does), so a key that comes back after the cache let it
-	// go is fixed too: a key is fixed at its second sight in a table, and
+	// FixRepeated does; while nearly all absent keys are new, a bit of the
+	// record's doorkeeper, and the slot at its second sight), so a key
+	// that comes back after the cache let it go is fixed too: a key is fixed at its second sight in a table, and
 	// a key asked once costs an entry, no fix. With DirectReads, where
 	// each fix is a device read, the cache keeps answering for the key
 	// until it lets it go, and the key is fixed when it comes back after

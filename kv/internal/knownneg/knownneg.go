@@ -64,7 +64,8 @@ const DefaultCapacity = 65536
 // takes no slot (it is counted as a miss all the same: aging and
 // NewShare see it); the key is taken at its next looked-at miss in the
 // same aging period, or at its first if other keys set its bit (at most
-// about one in five: see doorBitsPerSlot). While keys repeat, misses are
+// about one in five: see doorBitsPerSlot). Seen takes the same
+// doorkeeper bits while it is on. While keys repeat, misses are
 // few and taking them at once keeps the coverage of keys asked once or
 // twice (each one new table's false positive spared when it comes back).
 type Sampling struct {
@@ -288,15 +289,20 @@ const doorBitsPerSlot = 32
 // the doorkeeper was last cleared, and marks it seen. Called only while
 // doorOn, which is set only for a sketch with a doorkeeper.
 func (s *Sketch) firstSight(h uint64) bool {
-	// Multiply-shift: the index depends on all of h's bits, not on the
-	// low ones that pick the set or the high ones of the tag alone.
-	i := (h * 0x9E3779B97F4A7C15) >> (64 - s.doorBits)
-	w, bit := &s.door[i>>6], uint64(1)<<(i&63)
+	w, bit := s.doorBit(h)
 	if w.Load()&bit != 0 {
 		return false
 	}
 	w.Or(bit)
 	return true
+}
+
+// doorBit returns the doorkeeper word and bit of the key of hash h.
+func (s *Sketch) doorBit(h uint64) (*atomic.Uint64, uint64) {
+	// Multiply-shift: the index depends on all of h's bits, not on the
+	// low ones that pick the set or the high ones of the tag alone.
+	i := (h * 0x9E3779B97F4A7C15) >> (64 - s.doorBits)
+	return &s.door[i>>6], uint64(1) << (i & 63)
 }
 
 // Record notes that a Get found key absent (see Sampling; with SetWindow,
@@ -336,9 +342,7 @@ func (s *Sketch) Record(key []byte) {
 		return
 	}
 	if s.doorOn.Load() && s.firstSight(h) {
-		weight := uint64(every * s.sampling.MissEvery)
-		s.missed.Add(int64(weight))
-		s.age(weight)
+		s.countMiss(uint64(every * s.sampling.MissEvery))
 		return
 	}
 	s.takeMiss(h, key)
@@ -384,20 +388,51 @@ func (s *Sketch) holds(h uint64) bool {
 	return false
 }
 
-// Seen reports whether the sketch holds key, and if it does not, takes a
-// slot for it unsampled (counted as one miss of Record's weight, unless
-// another goroutine holds the lock), so that the key's next sight finds
-// it: the exact "asked before" of the store's second-sight fix rule,
-// which Record's sampling would blur (a key held after its first ask
-// with probability 1/Every). Called on false positives only: rare, so
-// taking the lock costs nothing the absent-Get path feels.
+// Seen reports whether key was asked before: the "asked before" of the
+// store's second-sight fix rules, unsampled (Record's sampling would blur
+// it: a key held after its first ask with probability 1/Every). A key the
+// sketch does not hold takes a slot (counted as one miss of Record's
+// weight, unless another goroutine holds the lock), so that its next
+// sight finds it. While the doorkeeper is on (nearly all recent keys new:
+// Sampling.SecondSight), a key first seen sets its doorkeeper bit instead
+// and takes no slot; a key whose bit is set, on or off, takes its slot and
+// counts as asked before: its earlier sight, or a bit another key set
+// (with DefaultSampling's miss weight of 2, at most 12% of the bits are
+// set when the doorkeeper is cleared; see doorBitsPerSlot). A stream of
+// false positives of new keys then costs a bit each, not the lock, a
+// slot's lines and a copy of the key (2% of kvbench neguniform's Gets
+// with the adaptive prefix filter), and a key that comes back is still
+// seen at its second sight unless the doorkeeper was cleared in between
+// (every aging period). Called on false positives only.
 func (s *Sketch) Seen(key []byte) bool {
 	h := hash(s.seed, key)
 	if s.holds(h) {
 		return true
 	}
-	s.takeMiss(h, key)
-	return false
+	switch {
+	case s.door == nil:
+		s.takeMiss(h, key)
+		return false
+	case s.doorOn.Load():
+		if s.firstSight(h) {
+			s.countMiss(uint64(s.sampling.Every * s.sampling.MissEvery))
+			return false
+		}
+		s.takeMiss(h, key)
+		return true
+	default:
+		// A bit set while the doorkeeper was on still marks a sight.
+		w, bit := s.doorBit(h)
+		s.takeMiss(h, key)
+		return w.Load()&bit != 0
+	}
+}
+
+// countMiss counts a miss that takes no slot (a doorkeeper's first
+// sight): NewShare and aging see its weight.
+func (s *Sketch) countMiss(weight uint64) {
+	s.missed.Add(int64(weight))
+	s.age(weight)
 }
 
 // Add counts key weight times, unsampled and waiting for the lock (tests,

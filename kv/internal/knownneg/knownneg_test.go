@@ -443,6 +443,52 @@ func TestContains(t *testing.T) {
 	}
 }
 
+// TestSeenDoorkeeper: once a stream of new keys has turned the doorkeeper
+// on, Seen's first sight of a key sets its bit and takes no slot, its
+// second is seen and takes the slot, and its third finds the slot. A first
+// sight is seen only through a bit another key set: with at most n of the
+// doorkeeper's 2^21 bits set, fewer than n*n/2^21 (about 2) of n keys on
+// average; 10 is far in the tail. Once the doorkeeper is off, a bit still
+// marks a sight.
+func TestSeenDoorkeeper(t *testing.T) {
+	s := New(1<<16, DefaultSampling)
+	s.SetSeed(7)
+	i := 0
+	for ; !s.doorOn.Load() && i < 100_000; i++ {
+		require.False(t, s.Seen(key(i)), "first sight of %d", i)
+	}
+	require.True(t, s.doorOn.Load(), "new keys turn the doorkeeper on")
+	held := s.Len()
+	require.Equal(t, i, held, "before, every first sight takes a slot")
+	const n = 2000
+	seen := 0
+	for j := range n {
+		if s.Seen(key(i + j)) {
+			seen++
+		}
+	}
+	require.LessOrEqual(t, seen, 10, "first sights seen through other keys' bits")
+	require.Equal(t, held+seen, s.Len(), "a first sight takes no slot")
+	for j := range n {
+		require.True(t, s.Seen(key(i+j)), "second sight of %d", i+j)
+	}
+	require.Equal(t, held+n, s.Len(), "a second sight takes the slot")
+	for j := range n {
+		require.True(t, s.Contains(key(i+j)), "held after its second sight: %d", i+j)
+		require.True(t, s.Seen(key(i+j)), "third sight of %d", i+j)
+	}
+	// A bit set while the doorkeeper was on still marks a sight once it is
+	// off (the keys repeat again); a key with no bit takes a slot, unseen.
+	k := i + n
+	require.False(t, s.Seen(key(k)), "first sight of %d", k)
+	require.False(t, s.Contains(key(k)))
+	s.doorOn.Store(false)
+	require.True(t, s.Seen(key(k)), "second sight of %d, the doorkeeper off", k)
+	require.True(t, s.Contains(key(k)))
+	require.False(t, s.Seen(key(k+1)), "first sight of %d, the doorkeeper off", k+1)
+	require.True(t, s.Contains(key(k+1)), "the doorkeeper off: a first sight takes a slot")
+}
+
 // TestSeen: a key's first sight is not seen and takes a slot, whatever the
 // sampling; its second is seen (the sets are large enough that none
 // overflows); Seen counts the sight as a miss of Record's weight.
