@@ -397,6 +397,51 @@ func BenchmarkGetZipfAbsent(b *testing.B) {
 	}
 }
 
+// BenchmarkGetNewAbsent is BenchmarkGetZipfAbsent's store read with
+// absent keys that never repeat (kvbench neguniform's stream): every Get
+// asks a key no Get asked before, scattered among the stored ones, so a
+// false positive is never asked again and an adaptive filter's fixes,
+// cache and record can only cost. The first 64k Gets warm the filters and
+// the block cache.
+//
+//	go test ./kv -run '^$' -bench GetNewAbsent -benchtime 2000000x
+func BenchmarkGetNewAbsent(b *testing.B) {
+	const n = 1_000_000
+	for _, direct := range []bool{false, true} {
+		for _, policy := range []string{"fuse", "prefix", "aprefix"} {
+			name := policy
+			if direct {
+				name += "/direct"
+			}
+			b.Run(name, func(b *testing.B) {
+				db := benchDBOnDisk(b, &Options{FilterPolicy: policy, DirectReads: direct}, n)
+				defer db.Close()
+				var key []byte
+				next := 0
+				get := func() {
+					// Odd indices past the stored ones: absent, each once.
+					key = appendBenchKey(key[:0], 2*(n+next)+1)
+					next++
+					if _, err := db.Get(key); err != ErrNotFound {
+						b.Fatal(err)
+					}
+				}
+				for range 1 << 16 { // warm up
+					get()
+				}
+				m0 := db.Metrics()
+				b.ReportAllocs()
+				for b.Loop() {
+					get()
+				}
+				m := db.Metrics()
+				b.ReportMetric(float64(m.TableReads-m0.TableReads)*1000/float64(b.N), "reads/1k")
+				b.ReportMetric(float64(m.FalsePositiveProbes-m0.FalsePositiveProbes)*1000/float64(b.N), "fp/1k")
+			})
+		}
+	}
+}
+
 // benchDBOnDisk is benchDBWith on the OS file system in a temporary
 // directory, with a 256 MiB block cache.
 func benchDBOnDisk(b *testing.B, o *Options, n int) *DB {
