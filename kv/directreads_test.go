@@ -120,7 +120,11 @@ func TestFixCachedDirectReads(t *testing.T) {
 	m2 := db.Metrics()
 	require.LessOrEqual(t, second, first/4, "the cache answers: no probe")
 	require.Equal(t, second, m2.Adaptations-m1.Adaptations, "a key the cache let go: fixed (the record saw it)")
-	require.Equal(t, second, uint64(m2.KnownNegatives-m1.KnownNegatives), "a second sight takes a slot")
+	// A second sight takes a slot, but for a key the first round fixed in
+	// one table that returns as a false positive of another (it has one).
+	slots := uint64(m2.KnownNegatives - m1.KnownNegatives)
+	require.LessOrEqual(t, slots, second)
+	require.GreaterOrEqual(t, slots+misjudged, second, "a second sight takes a slot")
 
 	// Other absent keys push the first ones out of the tables' caches; the
 	// first ones come back: fixed, held by the record.
