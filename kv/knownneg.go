@@ -76,9 +76,9 @@ func (db *DB) KnownNegativesError() error { return db.knErr }
 // known-negative record holds its key (asked before); a key it does not
 // hold takes a slot now, or while nearly all absent keys are new a bit of
 // the record's doorkeeper (knownneg.Sketch.Seen), so its next false
-// positive is fixed. Under FixCached the table's cache of false positives takes the
-// key meanwhile (sstable.ReaderOptions.CacheFalsePositives), so the next
-// false positive is the key's return after the cache let it go.
+// positive is fixed. Under FixCached the table's cache of false positives
+// takes the key meanwhile (sstable.ReaderOptions.CacheFalsePositives), so
+// the next false positive is the key's return after the cache let it go.
 func (db *DB) fixRepeated(key []byte) bool { return db.kn.Seen(key) }
 
 // fixAuto is the gate under FixAuto: FixEvery while most absent keys

@@ -194,8 +194,9 @@ type Options struct {
 	// way a false positive takes its key a slot in the record (as
 	// FixRepeated does; while nearly all absent keys are new, a bit of the
 	// record's doorkeeper, and the slot at its second sight), so a key
-	// that comes back after the cache let it go is fixed too: a key is fixed at its second sight in a table, and
-	// a key asked once costs an entry, no fix. With DirectReads, where
+	// that comes back after the cache let it go is fixed too: a key is
+	// fixed at its second sight in a table, and a key asked once costs an
+	// entry, no fix. With DirectReads, where
 	// each fix is a device read, the cache keeps answering for the key
 	// until it lets it go, and the key is fixed when it comes back after
 	// that (figures in docs/BENCHMARKS.md, "The fix rule with DirectReads"

@@ -409,23 +409,22 @@ func (s *Sketch) Seen(key []byte) bool {
 	if s.holds(h) {
 		return true
 	}
+	seen := false
 	switch {
 	case s.door == nil:
-		s.takeMiss(h, key)
-		return false
 	case s.doorOn.Load():
 		if s.firstSight(h) {
 			s.countMiss(uint64(s.sampling.Every * s.sampling.MissEvery))
 			return false
 		}
-		s.takeMiss(h, key)
-		return true
+		seen = true
 	default:
 		// A bit set while the doorkeeper was on still marks a sight.
 		w, bit := s.doorBit(h)
-		s.takeMiss(h, key)
-		return w.Load()&bit != 0
+		seen = w.Load()&bit != 0
 	}
+	s.takeMiss(h, key)
+	return seen
 }
 
 // countMiss counts a miss that takes no slot (a doorkeeper's first
