@@ -348,9 +348,9 @@ func BenchmarkGetL0(b *testing.B) {
 // (rand.Zipf, s = 1.1, over 1M absent keys that sort among the stored
 // ones) on a store of 1M records of 100 bytes on disk, fully compacted,
 // with a 256 MiB block cache, per filter policy, through the page cache
-// and (direct) with Options.DirectReads. The keys are drawn before the
-// timer starts; the first b.N Gets warm the filters and the block cache
-// as a long-running store's would be. It reports the device (or
+// and (direct) with Options.DirectReads. The 64k keys the Gets cycle
+// through are drawn before the timer starts, and one round of them warms
+// the filters and the block cache as a long-running store's would be. It reports the device (or
 // page-cache) reads and the false positives per 1k Gets beside ns/op.
 // aprefix/record records every absent Get as known negatives
 // (RecordAlways), which the store by default does only while tables are
@@ -366,11 +366,7 @@ func BenchmarkGetZipfAbsent(b *testing.B) {
 				name += "/direct"
 			}
 			b.Run(name, func(b *testing.B) {
-				o := &Options{FilterPolicy: policy, DirectReads: direct}
-				if p, ok := strings.CutSuffix(policy, "/record"); ok {
-					o.FilterPolicy, o.RecordAbsent = p, RecordAlways
-				}
-				db := benchDBOnDisk(b, o, n)
+				db := absentBenchDB(b, policy, direct, n)
 				defer db.Close()
 				zipf := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.1, 1, n-1)
 				keys := make([][]byte, 1<<16)
@@ -389,9 +385,7 @@ func BenchmarkGetZipfAbsent(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				m := db.Metrics()
-				b.ReportMetric(float64(m.TableReads-m0.TableReads)*1000/float64(b.N), "reads/1k")
-				b.ReportMetric(float64(m.FalsePositiveProbes-m0.FalsePositiveProbes)*1000/float64(b.N), "fp/1k")
+				reportAbsentGets(b, db, m0)
 			})
 		}
 	}
@@ -414,7 +408,7 @@ func BenchmarkGetNewAbsent(b *testing.B) {
 				name += "/direct"
 			}
 			b.Run(name, func(b *testing.B) {
-				db := benchDBOnDisk(b, &Options{FilterPolicy: policy, DirectReads: direct}, n)
+				db := absentBenchDB(b, policy, direct, n)
 				defer db.Close()
 				var key []byte
 				next := 0
@@ -434,12 +428,29 @@ func BenchmarkGetNewAbsent(b *testing.B) {
 				for b.Loop() {
 					get()
 				}
-				m := db.Metrics()
-				b.ReportMetric(float64(m.TableReads-m0.TableReads)*1000/float64(b.N), "reads/1k")
-				b.ReportMetric(float64(m.FalsePositiveProbes-m0.FalsePositiveProbes)*1000/float64(b.N), "fp/1k")
+				reportAbsentGets(b, db, m0)
 			})
 		}
 	}
+}
+
+// absentBenchDB opens BenchmarkGetZipfAbsent's and BenchmarkGetNewAbsent's
+// store of n records with policy (p/record: p with RecordAbsent
+// RecordAlways), with DirectReads if direct.
+func absentBenchDB(b *testing.B, policy string, direct bool, n int) *DB {
+	o := &Options{FilterPolicy: policy, DirectReads: direct}
+	if p, ok := strings.CutSuffix(policy, "/record"); ok {
+		o.FilterPolicy, o.RecordAbsent = p, RecordAlways
+	}
+	return benchDBOnDisk(b, o, n)
+}
+
+// reportAbsentGets reports the table reads (device or page cache) and the
+// false positives per 1k Gets of db since m0, beside ns/op.
+func reportAbsentGets(b *testing.B, db *DB, m0 Metrics) {
+	m := db.Metrics()
+	b.ReportMetric(float64(m.TableReads-m0.TableReads)*1000/float64(b.N), "reads/1k")
+	b.ReportMetric(float64(m.FalsePositiveProbes-m0.FalsePositiveProbes)*1000/float64(b.N), "fp/1k")
 }
 
 // benchDBOnDisk is benchDBWith on the OS file system in a temporary
