@@ -334,7 +334,7 @@ func anyBusy(tables []*TableMeta, busy func(uint64) bool) bool {
 func sumSize(tables []*TableMeta) uint64 {
 	var s uint64
 	for _, t := range tables {
-		s += t.Size
+		s += t.LevelSize()
 	}
 	return s
 }

@@ -193,6 +193,46 @@ func TestPickSizeScores(t *testing.T) {
 	require.Nil(t, Pick(last, Options{}, nil))
 }
 
+// TestScoresLeaveOutRemoteSections: level sizing counts a table's
+// LevelSize, so tables that differ only in a filter remote section give the
+// same base level, targets, scores, debt and parts.
+func TestScoresLeaveOutRemoteSections(t *testing.T) {
+	opts := Options{L0Trigger: 4, BaseLevelBytes: 64 * mib, LevelRatio: 10}
+	build := func(remote uint64) [NumLevels][]*TableMeta {
+		var levels [NumLevels][]*TableMeta
+		for i := range 8 {
+			levels[4] = append(levels[4], tm(uint64(10+i), 20*mib, fmt.Sprintf("a%d", i), fmt.Sprintf("a%dz", i)))
+		}
+		for i := range 60 {
+			levels[6] = append(levels[6], tm(uint64(100+i), 60*mib, fmt.Sprintf("a%02d", i), fmt.Sprintf("a%02dz", i)))
+		}
+		for l := range levels {
+			for _, t := range levels[l] {
+				t.Size += remote
+				t.RemoteSize = remote
+			}
+		}
+		return levels
+	}
+	static, adaptive := build(0), build(8*mib)
+	b0, t0 := BaseLevel(static, opts)
+	b1, t1 := BaseLevel(adaptive, opts)
+	require.Equal(t, b0, b1)
+	require.Equal(t, t0, t1)
+	require.Equal(t, Scores(static, opts, nil), Scores(adaptive, opts, nil))
+	require.Equal(t, Debt(static, opts), Debt(adaptive, opts))
+	require.Equal(t, uint64(20*mib), adaptive[4][0].LevelSize())
+
+	// Counting the files' sizes would have sized the levels differently.
+	counted := build(0)
+	for l := range counted {
+		for _, t := range counted[l] {
+			t.Size += 8 * mib
+		}
+	}
+	require.NotEqual(t, Scores(static, opts, nil), Scores(counted, opts, nil))
+}
+
 // TestPickPriorities: Pick orders the levels by score over the output
 // level's score (Pebble's adjustment), not by score alone.
 func TestPickPriorities(t *testing.T) {

@@ -152,7 +152,7 @@ func (p *Plan) Parts(minBytes uint64) []*Plan {
 			hi = t.Largest.UserKey
 		}
 		part[t] = len(sizes) - 1
-		sizes[len(sizes)-1] += t.Size
+		sizes[len(sizes)-1] += t.LevelSize()
 	}
 	if n := len(sizes); n > 1 && sizes[n-1] < minBytes {
 		for t, i := range part {

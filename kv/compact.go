@@ -240,7 +240,7 @@ func (db *DB) compactionParts(plan *compaction.Plan) []*compaction.Plan {
 	}
 	var total uint64
 	for _, t := range plan.Tables() {
-		total += t.Size
+		total += t.LevelSize()
 	}
 	return plan.Parts(max(total/(8*w), compactPartTargets*db.opts.TargetFileSize))
 }

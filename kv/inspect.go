@@ -123,6 +123,11 @@ func (db *DB) Check() (CheckReport, error) {
 			if err == nil && t.HasRangeDels != (r.RangeDels().Len() > 0) {
 				err = fmt.Errorf("the manifest says range tombstones %v, the table holds %d fragments", t.HasRangeDels, r.RangeDels().Len())
 			}
+			// A table written before the manifest recorded remote sections
+			// says 0 whatever it holds.
+			if err == nil && t.RemoteSize != 0 && t.RemoteSize != r.RemoteBytes() {
+				err = fmt.Errorf("the manifest says a filter remote section of %d bytes, the table holds %d", t.RemoteSize, r.RemoteBytes())
+			}
 			if cerr := r.Close(); err == nil {
 				err = cerr
 			}
@@ -159,6 +164,10 @@ type ManifestTable struct {
 	Level int
 	TableInfo
 	RangeDels bool
+	// RemoteSize is the part of Size that is the filter's remote section,
+	// which level sizing leaves out (docs/ARCHITECTURE.md, "Compactions"):
+	// 0 for a table without one, or written before the manifest recorded it.
+	RemoteSize uint64
 }
 
 // ReadManifest returns the name of the manifest CURRENT names in dir and
@@ -173,7 +182,8 @@ func ReadManifest(fs vfs.FS, dir string) (name string, edits []ManifestEdit, err
 			me.Deleted = append(me.Deleted, ManifestTable{Level: d.Level, TableInfo: TableInfo{FileNum: d.FileNum}})
 		}
 		for _, a := range e.Added {
-			me.Added = append(me.Added, ManifestTable{Level: a.Level, TableInfo: tableInfo(a.Meta), RangeDels: a.Meta.HasRangeDels})
+			me.Added = append(me.Added, ManifestTable{Level: a.Level, TableInfo: tableInfo(a.Meta), RangeDels: a.Meta.HasRangeDels,
+				RemoteSize: a.Meta.RemoteSize})
 		}
 		edits = append(edits, me)
 	})

@@ -99,6 +99,16 @@ func TestCheck(t *testing.T) {
 	require.NoError(t, db.Close())
 	damage(table, 200) // repaired
 
+	// A manifest whose remote section size disagrees with the table's.
+	db, err = Open("db", &Options{FS: fs, ReadOnly: true})
+	require.NoError(t, err)
+	db.mu.current.Levels[6][0].RemoteSize++
+	_, err = db.Check()
+	require.ErrorIs(t, err, ErrCorruption)
+	require.ErrorContains(t, err, "remote section")
+	db.mu.current.Levels[6][0].RemoteSize--
+	require.NoError(t, db.Close())
+
 	// A damaged adaptive state file.
 	state := stateFileName(ts[1].FileNum)
 	damage(state, 40)
@@ -142,6 +152,8 @@ func TestReadManifest(t *testing.T) {
 		require.Equal(t, st.Level, a.Level)
 		require.Equal(t, st.RangeDels, a.RangeDels)
 		require.Equal(t, st.Size, a.Size)
+		require.Equal(t, st.RemoteBytes, a.RemoteSize, "the manifest records the remote section's size")
+		require.Positive(t, a.RemoteSize)
 	}
 	_, _, err = ReadManifest(fs, "nodb")
 	require.Error(t, err)

@@ -209,6 +209,6 @@ func (o *tableOutput) Finish() (*base.TableMeta, error) {
 	}
 	o.db.preAdaptChecks.Add(uint64(info.PreAdapted.Checked))
 	o.db.preAdaptations.Add(uint64(info.PreAdapted.Fixed))
-	return &base.TableMeta{FileNum: o.fileNum, Size: info.Size, Smallest: info.Smallest, Largest: info.Largest,
-		HasRangeDels: info.RangeDels > 0}, nil
+	return &base.TableMeta{FileNum: o.fileNum, Size: info.Size, RemoteSize: info.RemoteSize,
+		Smallest: info.Smallest, Largest: info.Largest, HasRangeDels: info.RangeDels > 0}, nil
 }

@@ -274,12 +274,15 @@ func TestBlockReadCounters(t *testing.T) {
 // writer: the filter block is stored uncompressed under
 // "fullfilter.adaptkv.<kind>", its handle excludes the 5-byte block trailer
 // (compression indicator 0 = none, then a 4-byte checksum), and for
-// adaptive kinds it holds header, local state and remote section.
+// adaptive kinds it holds header, local state and remote section, whose
+// size TableInfo.RemoteSize reports.
 func TestFilterBlockOnDisk(t *testing.T) {
 	for _, name := range []string{"bloom", "taf"} {
 		fs := vfs.NewMem()
-		writeTable(t, fs, "t.sst", mustPolicy(t, name, 3), 3000)
+		info := writeTable(t, fs, "t.sst", mustPolicy(t, name, 3), 3000)
 		off, length, h := filterPos(t, fs, "t.sst")
+		require.Equal(t, uint64(h.RemoteSize()), info.RemoteSize)
+		require.Equal(t, name == "taf", info.RemoteSize >= 8*3000, "8 bytes a key at least")
 		b := readAll(t, fs, "t.sst")
 		require.LessOrEqual(t, off+length+5, int64(len(b)))
 		require.Equal(t, byte(0), b[off+length], "filter block must be uncompressed")

@@ -102,6 +102,9 @@ type TableInfo struct {
 	// Smallest and Largest bound the point keys and the range tombstones
 	// (base.TableMeta).
 	Smallest, Largest InternalKey
+	// RemoteSize is the part of Size that is the filter block's remote
+	// section (0 without one; base.TableMeta.RemoteSize).
+	RemoteSize uint64
 	// PreAdapted is what the filter's pre-adaptation did (see
 	// WriterOptions.KnownNegatives).
 	PreAdapted filterpolicy.PreAdaptStats
@@ -308,6 +311,9 @@ func (w *Writer) Close() (TableInfo, error) {
 	info := TableInfo{Size: md.Size, NumEntries: w.n, RangeDels: w.nRangeDels, Smallest: w.smallest}
 	if w.wp != nil {
 		info.PreAdapted = w.wp.PreAdapted()
+		if h := w.wp.Header(); h.HasRemote {
+			info.RemoteSize = uint64(h.RemoteSize())
+		}
 	}
 	if w.n > 0 {
 		info.Largest = InternalKey{UserKey: bytes.Clone(w.last.UserKey), Seq: w.last.Seq, Kind: w.last.Kind}

@@ -234,8 +234,11 @@ func (c *cli) manifest(args []string) error {
 		}
 		for _, a := range e.Added {
 			rd := ""
+			if a.RemoteSize > 0 {
+				rd = fmt.Sprintf(" (remote %s)", size(a.RemoteSize))
+			}
 			if a.RangeDels {
-				rd = " +range dels"
+				rd += " +range dels"
 			}
 			fmt.Fprintf(c.out, "  added   L%d %06d.sst %s [%s, %s]%s\n", a.Level, a.FileNum, size(a.Size), display(a.Smallest), display(a.Largest), rd)
 		}

@@ -111,6 +111,7 @@ func TestManifest(t *testing.T) {
 	require.Regexp(t, `^MANIFEST-\d+: \d+ edits\n#0 log \d+, next file \d+, last seq \d+\n`, out)
 	require.Contains(t, out, "added   L6")
 	require.Contains(t, out, "+range dels")
+	require.Regexp(t, `added   L6 \d+\.sst [0-9.]+ [KM]?i?B \[.*\] \(remote [0-9.]+ KiB\)`, out, "aprefix tables have remote sections")
 }
 
 func TestCheckAndSSTable(t *testing.T) {

@@ -89,11 +89,21 @@ type TableMeta struct {
 	FileNum, Size     uint64
 	Smallest, Largest InternalKey
 	HasRangeDels      bool
+	// RemoteSize is the part of Size that is the filter's remote section
+	// (filterpolicy: read only to fix a false positive, never by a Get
+	// that the filter answers or by a compaction). LevelSize leaves it
+	// out, so that an adaptive policy's 8 bytes a key do not change the
+	// shape of the LSM.
+	RemoteSize uint64
 	// Open is the store's slot on this table (not in the manifest): kv's
 	// table cache keeps the table's open reader there while it is open, so
 	// that a read holding the metadata finds it without a map lookup.
 	Open Slot
 }
+
+// LevelSize is the size that level sizing and compaction picking count:
+// the file's size without the filter's remote section.
+func (t *TableMeta) LevelSize() uint64 { return t.Size - min(t.RemoteSize, t.Size) }
 
 // Slot holds one value, loaded and stored atomically. It must not be
 // copied after first use (go vet's copylocks checks).

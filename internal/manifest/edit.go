@@ -44,6 +44,13 @@ const (
 	// tagAddedRangeDels is tagAdded for a table with range tombstones
 	// (base.TableMeta.HasRangeDels).
 	tagAddedRangeDels = 6
+	// tagAddedRemote and tagAddedRangeDelsRemote are tagAdded and
+	// tagAddedRangeDels for a table whose filter has a remote section: its
+	// size (base.TableMeta.RemoteSize) follows the table's size. A table
+	// without one keeps the older tags, so a store with a static policy
+	// writes the manifest it always wrote.
+	tagAddedRemote          = 7
+	tagAddedRangeDelsRemote = 8
 )
 
 func appendKey(dst []byte, k base.InternalKey) []byte {
@@ -74,9 +81,15 @@ func (e *VersionEdit) Encode() []byte {
 		if a.Meta.HasRangeDels {
 			tag = tagAddedRangeDels
 		}
+		if a.Meta.RemoteSize > 0 {
+			tag += tagAddedRemote - tagAdded
+		}
 		b = append(b, tag, byte(a.Level))
 		b = binary.AppendUvarint(b, a.Meta.FileNum)
 		b = binary.AppendUvarint(b, a.Meta.Size)
+		if a.Meta.RemoteSize > 0 {
+			b = binary.AppendUvarint(b, a.Meta.RemoteSize)
+		}
 		b = appendKey(b, a.Meta.Smallest)
 		b = appendKey(b, a.Meta.Largest)
 	}
@@ -144,11 +157,16 @@ func DecodeEdit(b []byte) (*VersionEdit, error) {
 		case tagDeleted:
 			lvl := int(d.byte())
 			e.Deleted = append(e.Deleted, DeletedTable{Level: lvl, FileNum: d.uvarint()})
-		case tagAdded, tagAddedRangeDels:
+		case tagAdded, tagAddedRangeDels, tagAddedRemote, tagAddedRangeDelsRemote:
 			lvl := int(d.byte())
-			m := &base.TableMeta{HasRangeDels: tag == tagAddedRangeDels}
+			m := &base.TableMeta{HasRangeDels: tag == tagAddedRangeDels || tag == tagAddedRangeDelsRemote}
 			m.FileNum = d.uvarint()
 			m.Size = d.uvarint()
+			if tag >= tagAddedRemote {
+				if m.RemoteSize = d.uvarint(); d.err == nil && (m.RemoteSize == 0 || m.RemoteSize > m.Size) {
+					d.err = fmt.Errorf("remote section of %d bytes in a table of %d", m.RemoteSize, m.Size)
+				}
+			}
 			m.Smallest = d.key()
 			m.Largest = d.key()
 			e.Added = append(e.Added, NewTable{Level: lvl, Meta: m})

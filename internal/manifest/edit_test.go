@@ -29,7 +29,10 @@ func randEdit(rng *rand.Rand) *VersionEdit {
 			return base.InternalKey{UserKey: fmt.Appendf(nil, "k%d", rng.IntN(1000)), Seq: rng.Uint64N(base.MaxSeq),
 				Kind: []base.KeyKind{base.KeyKindSet, base.KeyKindDelete, base.KeyKindRangeDelete}[rng.IntN(3)]}
 		}
-		m := &base.TableMeta{FileNum: rng.Uint64N(1 << 30), Size: rng.Uint64N(1 << 30), Smallest: key(), Largest: key(), HasRangeDels: rng.IntN(2) == 0}
+		m := &base.TableMeta{FileNum: rng.Uint64N(1 << 30), Size: 1 + rng.Uint64N(1<<30), Smallest: key(), Largest: key(), HasRangeDels: rng.IntN(2) == 0}
+		if rng.IntN(2) == 0 {
+			m.RemoteSize = 1 + rng.Uint64N(m.Size)
+		}
 		e.Added = append(e.Added, NewTable{Level: rng.IntN(NumLevels), Meta: m})
 	}
 	return e
@@ -60,6 +63,44 @@ func TestEditRoundTrip(t *testing.T) {
 	require.ErrorIs(t, err, base.ErrCorruption, "unknown tag")
 	_, err = DecodeEdit((&VersionEdit{Deleted: []DeletedTable{{Level: NumLevels, FileNum: 1}}}).Encode())
 	require.ErrorIs(t, err, base.ErrCorruption, "level out of range")
+}
+
+// TestEditRemoteSize: a table whose filter has no remote section is
+// written under the tags older stores wrote (bytes as before), one with a
+// remote section under the remote tags; a remote section that is empty or
+// larger than its table is corruption.
+func TestEditRemoteSize(t *testing.T) {
+	key := func(k string) base.InternalKey {
+		return base.InternalKey{UserKey: []byte(k), Seq: 7, Kind: base.KeyKindSet}
+	}
+	for _, rd := range []bool{false, true} {
+		m := &base.TableMeta{FileNum: 9, Size: 1000, Smallest: key("a"), Largest: key("b"), HasRangeDels: rd}
+		e := &VersionEdit{Added: []NewTable{{Level: 6, Meta: m}}}
+		static := e.Encode()
+		require.Equal(t, map[bool]byte{false: tagAdded, true: tagAddedRangeDels}[rd], static[0])
+		m.RemoteSize = 80
+		b := e.Encode()
+		require.Equal(t, map[bool]byte{false: tagAddedRemote, true: tagAddedRangeDelsRemote}[rd], b[0])
+		require.Len(t, b, len(static)+1, "one more uvarint")
+		got, err := DecodeEdit(b)
+		require.NoError(t, err)
+		require.Equal(t, uint64(80), got.Added[0].Meta.RemoteSize)
+		require.Equal(t, rd, got.Added[0].Meta.HasRangeDels)
+		require.Equal(t, uint64(920), got.Added[0].Meta.LevelSize())
+
+		for _, bad := range []uint64{1001, 0} {
+			m.RemoteSize = 80
+			b := e.Encode()
+			// The remote size's varint is the byte after the table's
+			// size (1000: two bytes) at offset 2+1+2.
+			b[5] = byte(bad % 128)
+			if bad > 127 {
+				b = append(b[:5:5], append([]byte{byte(bad%128) | 0x80, byte(bad / 128)}, b[6:]...)...)
+			}
+			_, err := DecodeEdit(b)
+			require.ErrorIs(t, err, base.ErrCorruption, "remote size %d", bad)
+		}
+	}
 }
 
 // TestApply: L0 stays oldest first by file number, lower levels by
