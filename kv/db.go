@@ -401,9 +401,13 @@ func (db *DB) setFixGate() {
 	case FixCached:
 		// Without DirectReads a key's return to the cache fixes its false
 		// positive; with it, where a fix is a device read, only a false
-		// positive of a key the record holds is fixed (see Options.FixRule).
+		// positive of a key the record holds in a slot is fixed, and a
+		// return to the cache takes the key its slot (see Options.FixRule).
 		db.tc.fixGate, db.tc.cacheFPs = db.fixRepeated, true
 		db.tc.fixReturning = !db.opts.DirectReads
+		if db.opts.DirectReads {
+			db.tc.fixGate, db.tc.cachedReturn = db.fixHeld, db.cachedReturn
+		}
 	}
 }
 

@@ -67,8 +67,11 @@
 // at most two wasted probes per table while the record of known negatives
 // holds it (one if it returns while cached); FixEvery's worst case is one.
 // With DirectReads a fix is a device read, so the cache keeps answering
-// for a returning key, and only its return after the cache let it go (the
-// record of known negatives took it at its false positive) is fixed.
+// for a returning key (which takes the key a slot in the record of known
+// negatives), and only its return after the cache let it go is fixed, and
+// only if the record holds the key: a key asked once never costs a fix,
+// and a key that returns only after the cache let it go costs at most
+// three wasted probes per table while the record holds it.
 //
 // # Durability
 //

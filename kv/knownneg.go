@@ -81,6 +81,19 @@ func (db *DB) KnownNegativesError() error { return db.knErr }
 // the next false positive is the key's return after the cache let it go.
 func (db *DB) fixRepeated(key []byte) bool { return db.kn.Seen(key) }
 
+// fixHeld is FixCached's gate with DirectReads: a key the record holds,
+// not one only its doorkeeper marks (knownneg.Sketch.SeenHeld). A bit
+// another key set would pass a key asked once, and each fix it passes
+// reads the device (about two reads: the remote section's chunk and, for
+// aprefix, its bin index's).
+func (db *DB) fixHeld(key []byte) bool { return db.kn.SeenHeld(key) }
+
+// cachedReturn is sstable.ReaderOptions.CachedReturn beside fixHeld: a key
+// that comes back to a table's cache of false positives has been asked
+// before, so it takes its slot in the record (knownneg.Sketch.Seen), and
+// its false positive after the cache lets it go is fixed.
+func (db *DB) cachedReturn(key []byte) { db.kn.Seen(key) }
+
 // fixAuto is the gate under FixAuto: FixEvery while most absent keys
 // repeat, FixRepeated while most are new (knownneg.Sketch.NewShare). A
 // fix pays when its key comes back; the share of new keys says whether

@@ -196,11 +196,15 @@ type Options struct {
 	// record's doorkeeper, and the slot at its second sight), so a key
 	// that comes back after the cache let it go is fixed too: a key is
 	// fixed at its second sight in a table, and a key asked once costs an
-	// entry, no fix. With DirectReads, where
-	// each fix is a device read, the cache keeps answering for the key
-	// until it lets it go, and the key is fixed when it comes back after
-	// that (figures in docs/BENCHMARKS.md, "The fix rule with DirectReads"
-	// and "The fix rule in memory"). With the record off every rule is
+	// entry, no fix. With DirectReads, where each fix is a device read
+	// (two for aprefix: a chunk and its bin index's), the cache keeps
+	// answering for the key until it lets it go, its return to the cache
+	// takes it its slot in the record, and the key is fixed when it comes
+	// back after that; a false positive is fixed only if the record holds
+	// its key in a slot (a doorkeeper bit, which another key may have set,
+	// takes the slot, not the fix), so a key asked once costs no device
+	// read beyond its probe (figures in docs/BENCHMARKS.md, "The fix rule
+	// with DirectReads" and "The fix rule in memory"). With the record off every rule is
 	// FixEvery.
 	FixRule FixRule
 	// FixInline makes the Get that meets a false positive fix it before

@@ -45,6 +45,8 @@ type tableCache struct {
 	cacheFPs bool                  // sstable.ReaderOptions.CacheFalsePositives; set before use
 	// fixReturning is sstable.ReaderOptions.FixReturning; set before use.
 	fixReturning bool
+	// cachedReturn is sstable.ReaderOptions.CachedReturn; set before use.
+	cachedReturn func(key []byte)
 	fixes        *fixQueue // nil: fixes made by the Gets (Options.FixInline); set before use
 	// fpProbes counts the false-positive probes of every reader the cache
 	// opens (sstable.ReaderOptions.FalsePositives): DB.ReadCounts.
@@ -231,7 +233,7 @@ func (tc *tableCache) getSlow(fn uint64) (tcHandle, error) {
 	ro := sstable.ReaderOptions{Cache: tc.cache, FileNum: fn,
 		StatePath: tc.fs.PathJoin(tc.dir, stateFileName(fn)), StateReadOnly: tc.readOnly,
 		ClosedByOwner: true, FixFalsePositive: tc.fixGate, RemoteCache: tc.remote, CacheFalsePositives: tc.cacheFPs,
-		FixReturning: tc.fixReturning, FalsePositives: &tc.fpProbes}
+		FixReturning: tc.fixReturning, CachedReturn: tc.cachedReturn, FalsePositives: &tc.fpProbes}
 	if tc.fixes != nil {
 		ro.QueueFix = func(fix func()) bool { return tc.queueFix(e, fix) }
 	}

@@ -29,9 +29,10 @@ type tableFilter struct {
 	tableSize     uint64
 	fixGate       func(key []byte) bool // ReaderOptions.FixFalsePositive
 	remoteCache   *filterpolicy.RemoteCache
-	cacheFPs      bool    // ReaderOptions.CacheFalsePositives (with a gate)
-	fixReturning  bool    // ReaderOptions.FixReturning
-	fpCache       fpCache // capacity 0: off; set by load for an adaptive filter
+	cacheFPs      bool             // ReaderOptions.CacheFalsePositives (with a gate)
+	fixReturning  bool             // ReaderOptions.FixReturning
+	cachedReturn  func(key []byte) // ReaderOptions.CachedReturn
+	fpCache       fpCache          // capacity 0: off; set by load for an adaptive filter
 
 	filter    filter.Filter   // nil: no filter
 	adaptive  filter.Adaptive // nil: static or no filter

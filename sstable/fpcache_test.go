@@ -100,6 +100,31 @@ func TestFalsePositiveCache(t *testing.T) {
 	}
 }
 
+// TestCachedReturn: without FixReturning, every lookup the cache answers
+// calls ReaderOptions.CachedReturn with its key, and nothing else does.
+func TestCachedReturn(t *testing.T) {
+	fs := vfs.NewMem()
+	writeTable(t, fs, "t.sst", mustPolicy(t, "aprefix", 21), 40_000)
+	var returned []string
+	r, err := Open(fs, "t.sst", ReaderOptions{CacheFalsePositives: true, FixFalsePositive: func([]byte) bool { return false },
+		CachedReturn: func(key []byte) { returned = append(returned, string(key)) }})
+	require.NoError(t, err)
+	defer r.Close()
+	fps := askAbsentKeys(t, r, 0, 5000)
+	require.NotEmpty(t, fps)
+	require.Empty(t, returned, "a false positive is not a return")
+	var want []string
+	for _, i := range fps {
+		if r.tableFilter.fpCache.has(absentKey(i)) {
+			want = append(want, string(absentKey(i)))
+		}
+	}
+	require.NotEmpty(t, want)
+	require.Len(t, askAbsentKeys(t, r, 0, 5000), len(fps)-len(want), "the cache answers for the keys it holds")
+	require.Equal(t, want, returned)
+	require.Zero(t, r.Metrics().Adaptations)
+}
+
 // TestFalsePositiveCacheFIFO: a full set lets its oldest key go: after
 // more false positives than the cache holds, a key is cached exactly when
 // it is among the newest fpWays keys of its set, and the others are false

@@ -90,6 +90,12 @@ type ReaderOptions struct {
 	// answered by the cache until the cache lets it go, and fixed only if
 	// FixFalsePositive lets its next false positive through.
 	FixReturning bool
+	// CachedReturn, if set, is called with a key the cache of false
+	// positives answers when FixReturning is off: the key came back to
+	// this table while the cache held it. kv marks the key in its
+	// known-negative record, so that its next false positive, after the
+	// cache lets it go, passes FixFalsePositive.
+	CachedReturn func(key []byte)
 	// FalsePositives, if set, is a counter the Reader adds each of its
 	// false-positive probes to, as well as to its Metrics: one the caller
 	// may share between its readers, to read a store's total with one
@@ -399,7 +405,7 @@ func (r *Reader) loadFilter() error {
 	r.tableFilter = tableFilter{fs: r.fs, path: r.path, statePath: r.opts.StatePath,
 		stateReadOnly: r.opts.StateReadOnly, tableSize: r.tableSize, fixGate: r.opts.FixFalsePositive,
 		remoteCache: r.opts.RemoteCache, cacheFPs: r.opts.CacheFalsePositives && r.opts.FixFalsePositive != nil,
-		fixReturning: r.opts.FixReturning}
+		fixReturning: r.opts.FixReturning, cachedReturn: r.opts.CachedReturn}
 	return r.tableFilter.load(r.file, layout.Filter)
 }
 
@@ -440,6 +446,8 @@ func (r *Reader) GetVersion(userKey []byte, seq uint64) (value []byte, kind KeyK
 		sh.cachedNegatives.Add(1)
 		if r.fixReturning {
 			r.returned(userKey)
+		} else if r.cachedReturn != nil {
+			r.cachedReturn(userKey)
 		}
 		return nil, 0, 0, false, nil
 	}

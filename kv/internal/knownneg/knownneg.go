@@ -405,26 +405,45 @@ func (s *Sketch) holds(h uint64) bool {
 // seen at its second sight unless the doorkeeper was cleared in between
 // (every aging period). Called on false positives only.
 func (s *Sketch) Seen(key []byte) bool {
+	held, marked := s.look(key)
+	return held || marked
+}
+
+// SeenHeld is Seen that counts a key as asked before only if the sketch
+// holds it: a doorkeeper bit, which may be another key's, does not count
+// (the key takes its slot all the same, so its next sight finds it held).
+// A key is then asked before at its second sight while the doorkeeper is
+// off and at its third while it is on; a gate that pays a device read for
+// every key it passes spares the reads of the keys another key's bit
+// would pass. Called on false positives only.
+func (s *Sketch) SeenHeld(key []byte) bool {
+	held, _ := s.look(key)
+	return held
+}
+
+// look is Seen's work: held says the sketch held key, marked that its
+// doorkeeper bit was set (then, or a key not held, it takes a slot unless
+// this was its first sight while the doorkeeper is on).
+func (s *Sketch) look(key []byte) (held, marked bool) {
 	h := hash(s.seed, key)
 	if s.holds(h) {
-		return true
+		return true, false
 	}
-	seen := false
 	switch {
 	case s.door == nil:
 	case s.doorOn.Load():
 		if s.firstSight(h) {
 			s.countMiss(uint64(s.sampling.Every * s.sampling.MissEvery))
-			return false
+			return false, false
 		}
-		seen = true
+		marked = true
 	default:
 		// A bit set while the doorkeeper was on still marks a sight.
 		w, bit := s.doorBit(h)
-		seen = w.Load()&bit != 0
+		marked = w.Load()&bit != 0
 	}
 	s.takeMiss(h, key)
-	return seen
+	return false, marked
 }
 
 // countMiss counts a miss that takes no slot (a doorkeeper's first

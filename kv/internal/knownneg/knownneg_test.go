@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -487,6 +488,39 @@ func TestSeenDoorkeeper(t *testing.T) {
 	require.True(t, s.Contains(key(k)))
 	require.False(t, s.Seen(key(k+1)), "first sight of %d, the doorkeeper off", k+1)
 	require.True(t, s.Contains(key(k+1)), "the doorkeeper off: a first sight takes a slot")
+}
+
+// TestSeenHeld: SeenHeld counts only a key the sketch holds. While the
+// doorkeeper is on, a key's first sight sets its bit, its second takes the
+// slot (unseen: a bit may be another key's), its third is seen; a key whose
+// bit another key set takes its slot at its first sight and is seen at its
+// second.
+func TestSeenHeld(t *testing.T) {
+	s := New(1<<16, DefaultSampling)
+	s.SetSeed(7)
+	i := 0
+	for ; !s.doorOn.Load() && i < 100_000; i++ {
+		require.False(t, s.SeenHeld(key(i)), "first sight of %d", i)
+	}
+	require.True(t, s.doorOn.Load(), "new keys turn the doorkeeper on")
+	for j := range i {
+		require.True(t, s.SeenHeld(key(j)), "%d took a slot at its first sight, the doorkeeper off", j)
+	}
+	const n = 2000
+	var byOthers []int
+	for j := range n {
+		require.False(t, s.SeenHeld(key(i+j)), "first sight of %d", i+j)
+		if s.Contains(key(i + j)) {
+			byOthers = append(byOthers, i+j) // its bit was set: it took a slot
+		}
+	}
+	require.LessOrEqual(t, len(byOthers), 10, "first sights marked by other keys' bits")
+	for j := range n {
+		k := i + j
+		require.Equal(t, slices.Contains(byOthers, k), s.SeenHeld(key(k)), "second sight of %d", k)
+		require.True(t, s.Contains(key(k)), "held after its second sight: %d", k)
+		require.True(t, s.SeenHeld(key(k)), "third sight of %d", k)
+	}
 }
 
 // TestSeen: a key's first sight is not seen and takes a slot, whatever the
