@@ -204,8 +204,9 @@ type Options struct {
 	// its key in a slot (a doorkeeper bit, which another key may have set,
 	// takes the slot, not the fix), so a key asked once costs no device
 	// read beyond its probe (figures in docs/BENCHMARKS.md, "The fix rule
-	// with DirectReads" and "The fix rule in memory"). With the record off every rule is
-	// FixEvery.
+	// with DirectReads", "With DirectReads, fixes only for keys the record
+	// holds" and "The fix rule in memory"). With the record off every rule
+	// is FixEvery.
 	FixRule FixRule
 	// FixInline makes the Get that meets a false positive fix it before
 	// it returns (the remote read and the adaptation on the Get's time).
