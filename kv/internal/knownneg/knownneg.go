@@ -403,7 +403,9 @@ func (s *Sketch) holds(h uint64) bool {
 // slot's lines and a copy of the key (2% of kvbench neguniform's Gets
 // with the adaptive prefix filter), and a key that comes back is still
 // seen at its second sight unless the doorkeeper was cleared in between
-// (every aging period). Called on false positives only.
+// (every aging period). Called on false positives, and with DirectReads
+// on the returns a table's cache of false positives answers (kv's
+// cachedReturn).
 func (s *Sketch) Seen(key []byte) bool {
 	held, marked := s.look(key)
 	return held || marked
