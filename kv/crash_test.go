@@ -175,7 +175,8 @@ func crashChild(dir string, round int, durable, noMap bool, seed uint64) {
 // TestCrashKill runs a child process that writes (Sync in even rounds,
 // NoSync in odd rounds; rounds 2 and 3 of every 4 with DisableWALMapping,
 // the others with the WAL mapped where it can be) and kills it with
-// SIGKILL at a random point; every acknowledged write must survive (NoSync
+// SIGKILL at a random point after its first acknowledged write and its
+// first round of absent Gets; every acknowledged write must survive (NoSync
 // writes reached the OS, and only the process died), each writer's keys
 // must form a prefix (the WAL keeps order), batches must be all-or-nothing,
 // and earlier rounds stay intact. The children also adapt their filters
@@ -222,11 +223,12 @@ func TestCrashKill(t *testing.T) {
 		var ackMu sync.Mutex
 		var roundAdapted uint64
 		firstAck := make(chan struct{})
+		firstReads := make(chan struct{}) // the child's first "adapted" line
 		readDone := make(chan struct{})
 		go func() {
 			defer close(readDone)
 			sc := bufio.NewScanner(out)
-			once := false
+			once, readsOnce := false, false
 			for sc.Scan() {
 				var g, i int
 				var a uint64
@@ -234,6 +236,10 @@ func TestCrashKill(t *testing.T) {
 					ackMu.Lock()
 					roundAdapted = max(roundAdapted, a)
 					ackMu.Unlock()
+					if !readsOnce {
+						readsOnce = true
+						close(firstReads)
+					}
 					continue
 				}
 				if n, _ := fmt.Sscanf(sc.Text(), "ack %d %d", &g, &i); n == 2 {
@@ -248,11 +254,16 @@ func TestCrashKill(t *testing.T) {
 			}
 			_, _ = io.Copy(io.Discard, out)
 		}()
-		select {
-		case <-firstAck:
-		case <-time.After(60 * time.Second):
-			cmd.Process.Kill()
-			t.Fatalf("round %d: child wrote nothing: %s", round, stderr.String())
+		// The kill waits for the child's first round of absent Gets too: a
+		// slow child (the race detector on a loaded machine) could be
+		// killed before any, and the rounds would report no adaptation.
+		for _, c := range []chan struct{}{firstAck, firstReads} {
+			select {
+			case <-c:
+			case <-time.After(60 * time.Second):
+				cmd.Process.Kill()
+				t.Fatalf("round %d: child wrote or read nothing: %s", round, stderr.String())
+			}
 		}
 		time.Sleep(time.Duration(50+rng.IntN(400)) * time.Millisecond)
 		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
