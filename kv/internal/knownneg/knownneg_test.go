@@ -444,6 +444,20 @@ func TestContains(t *testing.T) {
 	}
 }
 
+// doorOnSketch asks see of new keys 0, 1, ... on a fresh sketch until
+// the doorkeeper is on, each a first sight see must not count, and returns
+// the sketch and the number of keys asked.
+func doorOnSketch(t *testing.T, see func(*Sketch, []byte) bool) (*Sketch, int) {
+	s := New(1<<16, DefaultSampling)
+	s.SetSeed(7)
+	i := 0
+	for ; !s.doorOn.Load() && i < 100_000; i++ {
+		require.False(t, see(s, key(i)), "first sight of %d", i)
+	}
+	require.True(t, s.doorOn.Load(), "new keys turn the doorkeeper on")
+	return s, i
+}
+
 // TestSeenDoorkeeper: once a stream of new keys has turned the doorkeeper
 // on, Seen's first sight of a key sets its bit and takes no slot, its
 // second is seen and takes the slot, and its third finds the slot. A first
@@ -452,13 +466,7 @@ func TestContains(t *testing.T) {
 // average; 10 is far in the tail. Once the doorkeeper is off, a bit still
 // marks a sight.
 func TestSeenDoorkeeper(t *testing.T) {
-	s := New(1<<16, DefaultSampling)
-	s.SetSeed(7)
-	i := 0
-	for ; !s.doorOn.Load() && i < 100_000; i++ {
-		require.False(t, s.Seen(key(i)), "first sight of %d", i)
-	}
-	require.True(t, s.doorOn.Load(), "new keys turn the doorkeeper on")
+	s, i := doorOnSketch(t, (*Sketch).Seen)
 	held := s.Len()
 	require.Equal(t, i, held, "before, every first sight takes a slot")
 	const n = 2000
@@ -496,13 +504,7 @@ func TestSeenDoorkeeper(t *testing.T) {
 // bit another key set takes its slot at its first sight and is seen at its
 // second.
 func TestSeenHeld(t *testing.T) {
-	s := New(1<<16, DefaultSampling)
-	s.SetSeed(7)
-	i := 0
-	for ; !s.doorOn.Load() && i < 100_000; i++ {
-		require.False(t, s.SeenHeld(key(i)), "first sight of %d", i)
-	}
-	require.True(t, s.doorOn.Load(), "new keys turn the doorkeeper on")
+	s, i := doorOnSketch(t, (*Sketch).SeenHeld)
 	for j := range i {
 		require.True(t, s.SeenHeld(key(j)), "%d took a slot at its first sight, the doorkeeper off", j)
 	}
