@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/adaptkv/adaptkv/filter"
 )
@@ -76,7 +77,22 @@ type atomicGroup = atomic.Pointer[fixGroup]
 // are lock-free and safe concurrently with Adapt. Make one with
 // APrefixKind's builder and Decode.
 type AdaptiveFilter struct {
-	base   *Filter
+	adaptiveFields
+	// The padding puts an AdaptiveFilter in the 256-byte size class, whose
+	// objects start a cache line: the fields a query reads (base's first
+	// ones) then share one line.
+	_ [adaptiveSize - unsafe.Sizeof(adaptiveFields{})]byte
+}
+
+// adaptiveSize is an AdaptiveFilter's size (a compile error if its fields
+// outgrow it).
+const adaptiveSize = 256
+
+// adaptiveFields are an AdaptiveFilter's fields. The static filter is held
+// by value, first: a query reads its header without following a pointer
+// to another line.
+type adaptiveFields struct {
+	base   Filter
 	groups []atomicGroup
 	remote filter.Remote
 	budget int // bytes all group records may take
@@ -97,12 +113,12 @@ func newAdaptive(base *Filter, remote filter.Remote, maxCenti uint64) *AdaptiveF
 		remote = filter.NoRemote{}
 	}
 	groups := (base.numBins + fixGroupBins - 1) / fixGroupBins
-	return &AdaptiveFilter{
-		base:   base,
+	return &AdaptiveFilter{adaptiveFields: adaptiveFields{
+		base:   *base,
 		groups: make([]atomicGroup, groups),
 		remote: remote,
 		budget: fixBudget(base.numKeys, maxCenti, uint64(len(base.data))+8*groups),
-	}
+	}}
 }
 
 // fixBudget is the byte budget of the fix information of a filter of n keys

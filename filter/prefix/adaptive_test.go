@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -390,5 +391,35 @@ func TestSortSmall(t *testing.T) {
 		slices.Sort(want)
 		sortSmall(s)
 		require.Equal(t, want, s, "length %d", n)
+	}
+}
+
+// TestQueryFieldsOnOneLine: the fields a query reads sit in the first
+// cache line of a Filter and of an AdaptiveFilter, and both structs start a
+// line (their size classes, 128 and 256 bytes, are aligned to their size):
+// a query whose filter header has left the CPU caches misses once, not
+// twice or three times.
+func TestQueryFieldsOnOneLine(t *testing.T) {
+	var f Filter
+	for _, end := range []uintptr{
+		unsafe.Offsetof(f.bins) + unsafe.Sizeof(f.bins),
+		unsafe.Offsetof(f.numBins) + unsafe.Sizeof(f.numBins),
+		unsafe.Offsetof(f.hashSeed) + unsafe.Sizeof(f.hashSeed),
+		unsafe.Offsetof(f.spareBlocks) + unsafe.Sizeof(f.spareBlocks),
+		unsafe.Offsetof(f.spareSeed) + unsafe.Sizeof(f.spareSeed),
+	} {
+		require.LessOrEqual(t, end, uintptr(filter.CacheLine))
+	}
+	require.LessOrEqual(t, unsafe.Sizeof(f), uintptr(128))
+	require.Equal(t, uintptr(adaptiveSize), unsafe.Sizeof(AdaptiveFilter{}))
+	require.Zero(t, unsafe.Offsetof(AdaptiveFilter{}.base))
+
+	keys := makeKeys(1000, 1, 7)
+	for range 50 {
+		s, err := BuildWithSeed(keys, 7)
+		require.NoError(t, err)
+		a, _ := buildAdaptive(t, keys, 7)
+		require.Zero(t, uintptr(unsafe.Pointer(s))%filter.CacheLine)
+		require.Zero(t, uintptr(unsafe.Pointer(a))%filter.CacheLine)
 	}
 }
