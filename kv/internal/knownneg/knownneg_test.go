@@ -448,6 +448,7 @@ func TestContains(t *testing.T) {
 // the doorkeeper is on, each a first sight see must not count, and returns
 // the sketch and the number of keys asked.
 func doorOnSketch(t *testing.T, see func(*Sketch, []byte) bool) (*Sketch, int) {
+	t.Helper()
 	s := New(1<<16, DefaultSampling)
 	s.SetSeed(7)
 	i := 0
